@@ -1,0 +1,115 @@
+package envguard
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// MaxPathBytes bounds a path argument; longer is not a path (Linux's PATH_MAX).
+const MaxPathBytes = 4096
+
+// maxLinks bounds the symlinks followed while resolving one path, as the
+// kernel's ELOOP does: a loop is reported, never walked forever.
+const maxLinks = 40
+
+// ErrInvalid marks a value that cannot be a path at all (NUL byte, too long,
+// not a string). It is refused wherever it appears.
+var ErrInvalid = errors.New("not a path")
+
+// ErrUnresolved marks a path that could not be resolved (relative with no
+// working directory, a symlink loop, an unreadable directory). It cannot be
+// checked against a scope.
+var ErrUnresolved = errors.New("cannot resolve")
+
+// Resolve returns the canonical absolute form of raw: relative to cwd when
+// raw is relative, every symlink followed, `.` and `..` cleaned. A path that
+// does not exist yet (a new file) resolves through its deepest existing
+// ancestor. Errors wrap ErrInvalid or ErrUnresolved.
+func Resolve(cwd, raw string) (string, error) {
+	if err := checkPath(raw); err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(raw) {
+		if cwd == "" {
+			return "", fmt.Errorf("%w: relative path and no policy cwd", ErrUnresolved)
+		}
+		if err := checkPath(cwd); err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(cwd) {
+			return "", fmt.Errorf("%w: policy cwd %q is not absolute", ErrUnresolved, cwd)
+		}
+		raw = cwd + "/" + raw
+	}
+	return canonical(raw)
+}
+
+func checkPath(p string) error {
+	if strings.IndexByte(p, 0) >= 0 {
+		return fmt.Errorf("%w: contains a NUL byte", ErrInvalid)
+	}
+	if len(p) > MaxPathBytes {
+		return fmt.Errorf("%w: longer than %d bytes", ErrInvalid, MaxPathBytes)
+	}
+	return nil
+}
+
+// canonical walks an absolute path one segment at a time from "/", following
+// each symlink it meets (the link's target is spliced in front of what is
+// left). Everything kept in done is canonical, so a `..` may be applied to it
+// lexically. Once a segment does not exist, nothing after it can be a link,
+// and the rest is cleaned lexically.
+func canonical(path string) (string, error) {
+	done, rest, links := "/", path, 0
+	for rest != "" {
+		var seg string
+		seg, rest, _ = strings.Cut(rest, "/")
+		switch seg {
+		case "", ".":
+			continue
+		case "..":
+			done = filepath.Dir(done)
+			continue
+		}
+		next := filepath.Join(done, seg)
+		info, err := os.Lstat(next)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+			return filepath.Join(next, filepath.Clean("/"+rest)), nil
+		case err != nil:
+			return "", fmt.Errorf("%w: %v", ErrUnresolved, err)
+		case info.Mode()&fs.ModeSymlink == 0:
+			done = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("%w: more than %d symlinks (a loop?) at %s", ErrUnresolved, maxLinks, next)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", fmt.Errorf("%w: %v", ErrUnresolved, err)
+		}
+		if filepath.IsAbs(target) {
+			done = "/"
+		}
+		if len(target)+len(rest) > MaxPathBytes {
+			return "", fmt.Errorf("%w: symlinks expand past %d bytes at %s", ErrUnresolved, MaxPathBytes, next)
+		}
+		rest = target + "/" + rest
+	}
+	return done, nil
+}
+
+// Inside reports whether path equals root or lies below it by whole
+// segments: /p/src2 is not inside /p/src. Both must be canonical.
+func Inside(path, root string) bool {
+	if path == root || root == "/" {
+		return path == root || strings.HasPrefix(path, "/")
+	}
+	return strings.HasPrefix(path, root) && len(path) > len(root) && path[len(root)] == '/'
+}

@@ -1,0 +1,77 @@
+# Package toolpdp.scope is the scope axis (SPEC §4.1, §4.2): where may a file
+# tool read and write, and what environment and cwd do Bash and Exec get.
+#
+# envguard (Go) has already resolved every path: input.paths holds each path
+# argument of a file tool ({arg, access, raw, resolved, error, error_kind}),
+# input.scope the resolved roots of the effective policy ({read, write}, each
+# present only when that scope is set) and input.policy the effective policy
+# as written.
+package toolpdp.scope
+
+import rego.v1
+
+tables := data.toolpdp.tables
+
+# A path that cannot be a path (NUL byte, not a string) is refused anywhere.
+reasons contains deny(sprintf("paths.%s", [p.arg]), sprintf("%s is not a valid path: %s", [describe(p), p.error])) if {
+	some p in input.paths
+	p.error_kind == "invalid"
+}
+
+# A path that could not be resolved (a relative path with no cwd, a symlink
+# loop) cannot be checked, so it is refused where a scope applies.
+reasons contains deny(sprintf("%s_paths", [p.access]), sprintf("%s cannot be checked against %s_paths: %s", [describe(p), p.access, p.error])) if {
+	some p in input.paths
+	p.error_kind == "unresolved"
+	input.scope[p.access]
+}
+
+reasons contains deny(sprintf("%s_paths", [p.access]), msg) if {
+	some p in input.paths
+	p.error_kind == ""
+	roots := input.scope[p.access]
+	not inside_any(p.resolved, roots)
+	msg := sprintf("%s %s is outside the allowed %s_paths %v: %s only inside them", [
+		p.access, describe(p), p.access,
+		object.get(input.policy, sprintf("%s_paths", [p.access]), roots), p.access,
+	])
+}
+
+describe(p) := sprintf("path %q (resolved: %q)", [p.raw, p.resolved]) if p.resolved != ""
+
+describe(p) := sprintf("path %q", [p.raw]) if p.resolved == ""
+
+inside_any(path, roots) if {
+	some root in roots
+	inside(path, root)
+}
+
+# inside is true when path equals root or lies below it by whole segments:
+# /p/src2 is not inside /p/src.
+inside(path, root) if path == root
+
+inside(path, root) if startswith(path, concat("", [trim_suffix(root, "/"), "/"]))
+
+# execution is what Bash and Exec run with: the constructed environment and
+# the pinned cwd. Empty when no execution policy applies.
+execution := {"env": env, "cwd": object.get(input.policy, "cwd", "")} if {
+	tables.shell_tools[input.tool_name]
+	input.policy
+}
+
+default env := {}
+
+env := object.filter(input_env, allowed_names) if input.policy.env.mode == "allowlist"
+
+env := object.remove(input_env, input.policy.env.names) if input.policy.env.mode == "denylist"
+
+# Env not enforced: the tool gets the environment it would have had.
+env := input_env if not input.policy.env
+
+input_env := object.get(input, "env", {})
+
+allowed_names := array.concat(input.policy.env.names, tables.safe_env_vars) if {
+	input.policy.env.include_safe_env_vars == true
+} else := input.policy.env.names
+
+deny(rule, msg) := {"axis": "scope", "rule": rule, "effect": "deny", "message": msg}
