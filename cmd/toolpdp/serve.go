@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+
+	"github.com/toolpdp/toolpdp/pdp"
+)
+
+// DefaultListen is where serve listens when no --listen is given: loopback
+// only, so nothing off the pod reaches it by accident.
+const DefaultListen = "127.0.0.1:8787"
+
+type serveConfig struct {
+	bundles          listFlag
+	listens          listFlag
+	metricsListen    string
+	allowNonLoopback bool
+	socketMode       string
+	evalTimeout      time.Duration
+	maxArgsBytes     int
+	maxSessions      int
+	sessionIdle      time.Duration
+	maxPending       int
+	pendingTTL       time.Duration
+	debounce         time.Duration
+	poll             time.Duration
+	waitForBundle    bool
+	grace            time.Duration
+	logLevel         string
+}
+
+func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
+	c := &serveConfig{}
+	fs := newFlagSet("serve", stderr)
+	fs.Var(&c.bundles, "bundle", "bundle directory or `opa build` .tar.gz (repeatable); none: the embedded default agent")
+	fs.Var(&c.listens, "listen", "gRPC address, host:port or unix:///path (repeatable; default "+DefaultListen+")")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "127.0.0.1:8788", "HTTP address for /metrics; empty disables it")
+	fs.BoolVar(&c.allowNonLoopback, "allow-non-loopback", false, "allow a TCP --listen address that is not loopback")
+	fs.StringVar(&c.socketMode, "unix-socket-mode", "0660", "file mode of unix sockets: who may ask")
+	fs.DurationVar(&c.evalTimeout, "eval-timeout", 100*time.Millisecond, "bound on one policy evaluation; past it the call is denied")
+	fs.IntVar(&c.maxArgsBytes, "max-args-bytes", 1<<20, "bound on a request's encoded args; larger is INVALID_ARGUMENT")
+	fs.IntVar(&c.maxSessions, "max-sessions", 10000, "sessions held at most; the longest idle are released first")
+	fs.DurationVar(&c.sessionIdle, "session-idle-timeout", time.Hour, "a session unused this long is released")
+	fs.IntVar(&c.maxPending, "max-pending", 10000, "asks awaiting Confirm held at most")
+	fs.DurationVar(&c.pendingTTL, "pending-ttl", time.Hour, "an ask not confirmed within this is forgotten")
+	fs.DurationVar(&c.debounce, "watch-debounce", 200*time.Millisecond, "file events closer than this give one reload")
+	fs.DurationVar(&c.poll, "poll-interval", 5*time.Second, "how often bundle content is re-hashed, for events a file system misses")
+	fs.BoolVar(&c.waitForBundle, "wait-for-bundle", false, "start even if a --bundle is missing or invalid; deny until it loads")
+	fs.DurationVar(&c.grace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	return c, func(args []string) error { return parse(fs, args) }
+}
+
+func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) error {
+	c, parseArgs := serveFlags(stderr)
+	if err := parseArgs(args); err != nil {
+		return err
+	}
+	if len(c.listens) == 0 {
+		c.listens = listFlag{DefaultListen}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
+	}
+	mode, err := strconv.ParseUint(c.socketMode, 8, 32)
+	if err != nil || mode > 0o777 {
+		return fmt.Errorf("%w: --unix-socket-mode: %q is not an octal file mode", errUsage, c.socketMode)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sessions := pdp.NewSessions(c.maxSessions, c.sessionIdle)
+	engine := pdp.NewEngine(pdp.EngineConfig{Logger: log, EvalTimeout: c.evalTimeout, Sessions: sessions, Pending: pdp.NewPending(c.maxPending, c.pendingTTL)})
+	var grpcSrv *pdp.Server
+	loader, err := pdp.NewLoader(pdp.LoaderConfig{
+		Paths: c.bundles, Engine: engine, Logger: log, Registerer: reg, TestTimeout: 30 * time.Second,
+		OnSwap: func(*pdp.Snapshot) { grpcSrv.MarkServing(true) },
+	})
+	if err != nil {
+		return err
+	}
+	srv, s, err := pdp.NewServer(engine, loader, pdp.ServerConfig{MaxArgsBytes: c.maxArgsBytes, Logger: log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	grpcSrv = s
+
+	listeners, err := listenAll(c.listens, c.allowNonLoopback, os.FileMode(mode), log)
+	if err != nil {
+		return err
+	}
+	if err := loader.Reload(ctx, true); err != nil && !c.waitForBundle {
+		closeAll(listeners)
+		return err // logged by the loader; a bad start is an error exit
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_ = loader.Watch(ctx, pdp.WatchConfig{Debounce: c.debounce, Poll: c.poll})
+	}()
+	go sweepSessions(ctx, sessions, c.sessionIdle)
+	if c.metricsListen != "" {
+		stopMetrics, err := serveMetrics(c.metricsListen, reg, log)
+		if err != nil {
+			closeAll(listeners)
+			return err
+		}
+		defer stopMetrics()
+	}
+
+	errs := make(chan error, len(listeners))
+	for _, l := range listeners {
+		log.Info("serving", "listen", l.Addr().String(), "network", l.Addr().Network())
+		go func(l net.Listener) { errs <- srv.Serve(l) }(l)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errs:
+		cancel()
+		srv.Stop()
+		return err
+	}
+	return shutdown(srv, s, c.grace, log)
+}
+
+// shutdown: health turns NOT_SERVING, new calls are refused, in-flight ones
+// get until grace to finish.
+func shutdown(srv *grpc.Server, s *pdp.Server, grace time.Duration, log *slog.Logger) error {
+	log.Info("shutting down", "grace", grace.String())
+	s.Shutdown()
+	done := make(chan struct{})
+	go func() { srv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		log.Warn("grace period over; stopping in-flight calls")
+		srv.Stop()
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func sweepSessions(ctx context.Context, s *pdp.Sessions, idle time.Duration) {
+	t := time.NewTicker(max(idle/4, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.Sweep(now)
+		}
+	}
+}
+
+// listenAll opens every --listen address: unix:///path (a stale socket file
+// is removed first; the socket gets mode), or host:port on loopback unless
+// allowed otherwise.
+func listenAll(addrs []string, allowNonLoopback bool, mode os.FileMode, log *slog.Logger) ([]net.Listener, error) {
+	var out []net.Listener
+	for _, a := range addrs {
+		l, err := listen(a, allowNonLoopback, mode, log)
+		if err != nil {
+			closeAll(out)
+			return nil, fmt.Errorf("--listen %s: %w", a, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func listen(addr string, allowNonLoopback bool, mode os.FileMode, log *slog.Logger) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+		if path == "" {
+			return nil, errors.New("no socket path")
+		}
+		if err := removeStaleSocket(path); err != nil {
+			return nil, err
+		}
+		l, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			l.Close()
+			return nil, err
+		}
+		return l, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("not host:port or unix:///path: %w", err)
+	}
+	if !isLoopback(host) {
+		if !allowNonLoopback {
+			return nil, fmt.Errorf("host %q is not loopback: pass --allow-non-loopback to listen beyond this machine", host)
+		}
+		log.Warn("listening beyond loopback: anyone who reaches this address can ask for decisions", "listen", addr)
+	}
+	return net.Listen("tcp", addr)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// removeStaleSocket removes a socket file left by a previous run, but
+// nothing else: a regular file at the path is an error, and a socket that
+// still answers belongs to a live server.
+func removeStaleSocket(path string) error {
+	info, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if info.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%s exists and is not a socket", path)
+	}
+	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		conn.Close()
+		return fmt.Errorf("%s is in use by a running server", path)
+	}
+	return os.Remove(path)
+}
+
+func closeAll(ls []net.Listener) {
+	for _, l := range ls {
+		l.Close()
+	}
+}
+
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener failed", "error", err.Error())
+		}
+	}()
+	log.Info("serving metrics", "listen", l.Addr().String())
+	return func() { _ = hs.Close() }, nil
+}

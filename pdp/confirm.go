@@ -1,0 +1,43 @@
+package pdp
+
+import (
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// Confirm records a person's answer to an ask (seed 001's
+// user.tool_confirmation). A deny counts toward the session's denial cap,
+// an allow resets it.
+func (e *Engine) Confirm(req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
+	var answer pb.Decision
+	switch req.GetResult() {
+	case "allow":
+		if req.GetDenyMessage() != "" {
+			return nil, status.Error(codes.InvalidArgument, "deny_message: only valid with result \"deny\"")
+		}
+		answer = pb.Decision_DECISION_ALLOW
+	case "deny":
+		answer = pb.Decision_DECISION_DENY
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "result: %q is not \"allow\" or \"deny\"", req.GetResult())
+	}
+	if req.GetDecisionId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "decision_id: required")
+	}
+	now := e.now()
+	ask, fresh := e.pending.Take(req.GetDecisionId(), now)
+	switch {
+	case ask == nil && e.pending.WasNotAsk(req.GetDecisionId()):
+		return nil, status.Errorf(codes.FailedPrecondition, "decision_id: %q was not an ask; only asks are confirmed", req.GetDecisionId())
+	case ask == nil:
+		return nil, status.Errorf(codes.NotFound, "decision_id: %q is not an ask awaiting confirmation (unknown, already answered, or forgotten)", req.GetDecisionId())
+	case !fresh:
+		return nil, status.Errorf(codes.NotFound, "decision_id: %q expired before it was confirmed", req.GetDecisionId())
+	}
+	halt := e.sessions.Record(ask.AgentID, ask.SessionID, effectName(answer), ask.maxDenials, now)
+	e.log.Info("confirmation", "decision_id", ask.DecisionID, "agent_id", ask.AgentID, "session_id", ask.SessionID,
+		"tool_name", ask.ToolName, "result", req.GetResult(), "deny_message", req.GetDenyMessage())
+	return &pb.ConfirmResponse{Decision: answer, Halt: halt}, nil
+}

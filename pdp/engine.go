@@ -1,0 +1,180 @@
+package pdp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// DefaultAgent is the agent a request with no agent_id is decided for.
+const DefaultAgent = "default"
+
+// Engine decides tool calls against the current snapshot.
+type Engine struct {
+	current  atomic.Pointer[Snapshot]
+	sessions *Sessions
+	pending  *Pending
+	log      *slog.Logger
+	timeout  time.Duration
+	now      func() time.Time
+}
+
+// EngineConfig holds what an Engine is built from.
+type EngineConfig struct {
+	Logger      *slog.Logger
+	EvalTimeout time.Duration    // bound on one evaluation
+	Sessions    *Sessions        // session state; required
+	Pending     *Pending         // asks awaiting Confirm; required
+	Now         func() time.Time // clock; time.Now when nil
+}
+
+// NewEngine returns an engine with no policy: it denies until Swap.
+func NewEngine(c EngineConfig) *Engine {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return &Engine{sessions: c.Sessions, pending: c.Pending, log: c.Logger, timeout: c.EvalTimeout, now: c.Now}
+}
+
+// Swap makes s the snapshot every later request uses.
+func (e *Engine) Swap(s *Snapshot) { e.current.Store(s) }
+
+// Snapshot is the snapshot in use, or nil before the first load.
+func (e *Engine) Snapshot() *Snapshot { return e.current.Load() }
+
+// Decide answers one tool call. It fails closed: every error is a deny.
+func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideResponse {
+	now := e.now()
+	resp := &pb.DecideResponse{DecisionId: newDecisionID()}
+	snap := e.current.Load()
+	if snap == nil {
+		return denyResponse(resp, "policy", "no_policy", "no policy is loaded yet: every tool call is denied until a bundle loads")
+	}
+	resp.PolicyRevision = snap.Revision
+	agentID := req.GetAgentId()
+	if agentID == "" {
+		agentID = DefaultAgent
+	}
+	agent := e.sessions.Pin(agentID, req.GetSessionId(), snap.agents[agentID], now)
+	if err := e.evaluate(ctx, snap, agentID, agent, req, resp); err != nil {
+		e.log.Error("evaluation failed", "agent_id", agentID, "tool_name", req.GetToolName(), "revision", snap.Revision, "error", err)
+		denyResponse(resp, "policy", "evaluation_error", fmt.Sprintf("the policy could not be evaluated, so the call is denied: %v", err))
+	}
+	max := 5
+	if agent != nil {
+		max = agent.MaxDenials
+	}
+	if resp.Halt = e.sessions.Record(agentID, req.GetSessionId(), effectName(resp.Decision), max, now); resp.Halt {
+		resp.Reasons = append(resp.Reasons, &pb.Reason{
+			Axis: "session", Rule: "max_consecutive_denials", Effect: pb.Decision_DECISION_DENY,
+			Message: fmt.Sprintf("%d consecutive denials in this session: stop and ask the user how to proceed", max),
+		})
+	}
+	if resp.Decision == pb.Decision_DECISION_ASK {
+		e.pending.Add(resp.DecisionId, agentID, req.GetSessionId(), req.GetToolName(), max, now)
+	} else {
+		e.pending.NotAsk(resp.DecisionId)
+	}
+	return resp
+}
+
+func (e *Engine) evaluate(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest, resp *pb.DecideResponse) error {
+	input := buildInput(&snap.tables, agentID, agent, req)
+	if e.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.timeout)
+		defer cancel()
+	}
+	rs, err := snap.query.Eval(ctx, rego.EvalParsedInput(input))
+	if err != nil {
+		return err
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return errors.New("the library's decision is undefined")
+	}
+	doc, ok := rs[0].Expressions[0].Value.(map[string]any)
+	if !ok {
+		return fmt.Errorf("the decision is %T, not an object", rs[0].Expressions[0].Value)
+	}
+	return mapResult(doc, resp)
+}
+
+// mapResult copies the library's decision document into the response.
+func mapResult(doc map[string]any, resp *pb.DecideResponse) error {
+	d, ok := effects[fmt.Sprint(doc["decision"])]
+	if !ok {
+		return fmt.Errorf("decision %q is not allow, ask or deny", doc["decision"])
+	}
+	resp.Decision = d
+	resp.Message, _ = doc["message"].(string)
+	reasons, _ := doc["reasons"].([]any)
+	for _, r := range reasons {
+		m, _ := r.(map[string]any)
+		effect, ok := effects[fmt.Sprint(m["effect"])]
+		if !ok {
+			return fmt.Errorf("reason %v has no valid effect", r)
+		}
+		resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: str(m["axis"]), Rule: str(m["rule"]), Effect: effect, Message: str(m["message"])})
+	}
+	if ex, ok := doc["execution"].(map[string]any); ok && len(ex) > 0 {
+		out := &pb.Execution{Cwd: str(ex["cwd"]), Env: map[string]string{}}
+		env, _ := ex["env"].(map[string]any)
+		for k, v := range env {
+			out.Env[k] = str(v)
+		}
+		resp.Execution = out
+	}
+	return nil
+}
+
+var effects = map[string]pb.Decision{"allow": pb.Decision_DECISION_ALLOW, "ask": pb.Decision_DECISION_ASK, "deny": pb.Decision_DECISION_DENY}
+
+func effectName(d pb.Decision) string {
+	switch d {
+	case pb.Decision_DECISION_ALLOW:
+		return "allow"
+	case pb.Decision_DECISION_ASK:
+		return "ask"
+	}
+	return "deny"
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// denyResponse turns resp into a deny with one reason, dropping any other.
+func denyResponse(resp *pb.DecideResponse, axis, rule, msg string) *pb.DecideResponse {
+	resp.Decision = pb.Decision_DECISION_DENY
+	resp.Message = msg
+	resp.Reasons = []*pb.Reason{{Axis: axis, Rule: rule, Effect: pb.Decision_DECISION_DENY, Message: msg}}
+	resp.Execution = nil
+	return resp
+}
+
+// newDecisionID is a UUIDv7: unique, and ordered by time in a decision log.
+func newDecisionID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+// EndSession releases a session's pin and counters.
+func (e *Engine) EndSession(agentID, sessionID string) bool {
+	if agentID == "" {
+		agentID = DefaultAgent
+	}
+	e.pending.DropSession(agentID, sessionID)
+	return e.sessions.End(agentID, sessionID)
+}

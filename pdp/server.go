@@ -1,0 +1,200 @@
+package pdp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+	"unicode/utf8"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// Request limits, checked before any policy runs (SPEC §8).
+const (
+	MaxToolNameBytes = 256
+	MaxIDBytes       = 256 // agent_id, session_id, server
+)
+
+// ServerConfig shapes the gRPC server.
+type ServerConfig struct {
+	MaxArgsBytes int // bound on a request's args (encoded); the message limit follows from it
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
+}
+
+// Server is the gRPC face of an Engine.
+type Server struct {
+	pb.UnimplementedDecisionServiceServer
+	engine *Engine
+	loader *Loader
+	health *health.Server
+	cfg    ServerConfig
+}
+
+// NewServer builds the gRPC server: the decision service, health, reflection
+// and one interceptor chain. Health stays NOT_SERVING until MarkServing.
+func NewServer(engine *Engine, loader *Loader, cfg ServerConfig) (*grpc.Server, *Server, error) {
+	s := &Server{engine: engine, loader: loader, health: health.NewServer(), cfg: cfg}
+	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets([]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .25, 1}),
+	))
+	if err := cfg.Registerer.Register(metrics); err != nil {
+		return nil, nil, fmt.Errorf("register gRPC metrics: %w", err)
+	}
+	srv := grpc.NewServer(
+		grpc.ForceServerCodecV2(newUTF8Codec()),
+		grpc.MaxRecvMsgSize(cfg.MaxArgsBytes+64<<10),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(s.chain(metrics)...),
+	)
+	pb.RegisterDecisionServiceServer(srv, s)
+	healthpb.RegisterHealthServer(srv, s.health)
+	reflection.Register(srv)
+	metrics.InitializeMetrics(srv)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s.health.SetServingStatus(pb.DecisionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	return srv, s, nil
+}
+
+// chain is the one interceptor chain every call passes, outermost first:
+//   - recovery: a panic in an interceptor itself becomes INTERNAL;
+//   - metrics, then logging: they see every call, panics included, because
+//   - recovery again, innermost, turns a handler's panic into INTERNAL
+//     before they look at it;
+//   - validation: malformed requests never reach the policy.
+func (s *Server) chain(metrics *grpcprom.ServerMetrics) []grpc.UnaryServerInterceptor {
+	onPanic := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		s.cfg.Logger.ErrorContext(ctx, "panic in gRPC handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error; the call was not decided, treat it as denied")
+	})
+	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return c.FullMethod() != healthpb.Health_Check_FullMethodName })
+	return []grpc.UnaryServerInterceptor{
+		recovery.UnaryServerInterceptor(onPanic),
+		metrics.UnaryServerInterceptor(),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(s.cfg.Logger),
+			logging.WithLogOnEvents(logging.FinishCall),
+			logging.WithLevels(callLevel)), notHealth),
+		recovery.UnaryServerInterceptor(onPanic),
+		s.validate,
+	}
+}
+
+// callLevel logs successful calls at debug: at info, logging every decision
+// would cost more than deciding it. The decision log records decisions.
+func callLevel(c codes.Code) logging.Level {
+	if c == codes.OK {
+		return logging.LevelDebug
+	}
+	return logging.DefaultServerCodeToLevel(c)
+}
+
+func slogAdapter(l *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		l.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+}
+
+// validate rejects malformed requests with INVALID_ARGUMENT naming the field.
+func (s *Server) validate(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	if m, ok := req.(proto.Message); ok {
+		if field, bad := markedInvalidUTF8(m); bad {
+			return nil, status.Errorf(codes.InvalidArgument, "%s: %v", field, errInvalidUTF8)
+		}
+	}
+	if r, ok := req.(*pb.DecideRequest); ok {
+		if err := s.checkDecide(r); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	return next(ctx, req)
+}
+
+func (s *Server) checkDecide(r *pb.DecideRequest) error {
+	switch {
+	case r.GetToolName() == "":
+		return fmt.Errorf("tool_name: required")
+	case len(r.GetToolName()) > MaxToolNameBytes:
+		return fmt.Errorf("tool_name: %d bytes, more than the limit of %d", len(r.GetToolName()), MaxToolNameBytes)
+	}
+	for field, v := range map[string]string{"agent_id": r.GetAgentId(), "session_id": r.GetSessionId(), "server": r.GetServer()} {
+		if len(v) > MaxIDBytes {
+			return fmt.Errorf("%s: %d bytes, more than the limit of %d", field, len(v), MaxIDBytes)
+		}
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("%s: %v", field, errInvalidUTF8)
+		}
+	}
+	if n := proto.Size(r.GetArgs()); n > s.cfg.MaxArgsBytes {
+		return fmt.Errorf("args: %d bytes, more than the limit of %d", n, s.cfg.MaxArgsBytes)
+	}
+	if _, ok := pb.Category_name[int32(r.GetCategory())]; !ok {
+		return fmt.Errorf("category: %d is not a known category", r.GetCategory())
+	}
+	return nil
+}
+
+// MarkServing sets health to SERVING (a snapshot is loaded) or NOT_SERVING.
+func (s *Server) MarkServing(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(pb.DecisionService_ServiceDesc.ServiceName, st)
+}
+
+// Shutdown turns health NOT_SERVING for good, before a graceful stop.
+func (s *Server) Shutdown() { s.health.Shutdown() }
+
+// Decide implements DecisionService.
+func (s *Server) Decide(ctx context.Context, req *pb.DecideRequest) (*pb.DecideResponse, error) {
+	return s.engine.Decide(ctx, req), nil
+}
+
+// Confirm implements DecisionService.
+func (s *Server) Confirm(_ context.Context, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
+	return s.engine.Confirm(req)
+}
+
+// EndSession implements DecisionService.
+func (s *Server) EndSession(_ context.Context, req *pb.EndSessionRequest) (*pb.EndSessionResponse, error) {
+	if req.GetSessionId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "session_id: required")
+	}
+	return &pb.EndSessionResponse{Found: s.engine.EndSession(req.GetAgentId(), req.GetSessionId())}, nil
+}
+
+// Status implements DecisionService.
+func (s *Server) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
+	out := &pb.StatusResponse{}
+	if snap := s.engine.Snapshot(); snap != nil {
+		out.PolicyRevision = snap.Revision
+		out.LoadedUnixNanos = snap.Loaded.UnixNano()
+		for _, b := range snap.Bundles {
+			out.Bundles = append(out.Bundles, &pb.BundleStatus{Name: b.Name, Revision: b.Revision})
+		}
+	}
+	if s.loader != nil {
+		if err := s.loader.LastError(); err != nil {
+			out.LastError = err.Error()
+		}
+	}
+	return out, nil
+}

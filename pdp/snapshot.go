@@ -1,0 +1,250 @@
+package pdp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+)
+
+// Queries the library answers.
+const (
+	DecisionQuery = "data.toolpdp.decision.result"
+	indexQuery    = "data.toolpdp.index.agents"
+)
+
+// Snapshot is one loaded policy: immutable once built, shared by every
+// request that loaded it, replaced whole on reload.
+type Snapshot struct {
+	Revision string // every bundle's revision, comma-separated
+	Bundles  []BundleInfo
+	Loaded   time.Time
+	Warnings []string
+
+	query    rego.PreparedEvalQuery
+	compiler *ast.Compiler
+	store    storage.Store
+	modules  map[string]*ast.Module
+	agents   map[string]*Agent
+	tables   tables
+}
+
+// BundleInfo names one bundle of a snapshot.
+type BundleInfo struct {
+	Name     string `json:"name"`
+	Revision string `json:"revision"`
+}
+
+// Agent is one agent definition as a decision uses it. A session pins it.
+type Agent struct {
+	ID         string
+	Index      ast.Value        // data.toolpdp.index.agents[ID]
+	Policy     *ExecutionPolicy // nil: no execution policy
+	MaxDenials int
+}
+
+// ExecutionPolicy is seed 000's environment axis (SPEC §4). A nil pointer
+// field is not enforced; a non-nil empty path list allows nothing.
+type ExecutionPolicy struct {
+	Env        *EnvSpec  `json:"env,omitempty"`
+	Cwd        string    `json:"cwd,omitempty"`
+	ReadPaths  *[]string `json:"read_paths,omitempty"`
+	WritePaths *[]string `json:"write_paths,omitempty"`
+}
+
+// EnvSpec says which variables of the request's env a Bash or Exec call gets.
+type EnvSpec struct {
+	Mode               string   `json:"mode"`
+	Names              []string `json:"names"`
+	IncludeSafeEnvVars bool     `json:"include_safe_env_vars,omitempty"`
+}
+
+// tables are the library's data that Go needs before evaluating: which tools
+// take paths, and which run shell commands.
+type tables struct {
+	fileTools  map[string]fileTool
+	shellTools map[string]bool
+}
+
+type fileTool struct {
+	Access string   `json:"access"`
+	Args   []string `json:"args"`
+}
+
+// sandbox is the set of builtins a bundle may call: no network, no
+// randomness, no runtime introspection.
+func sandbox() *ast.Capabilities {
+	caps := ast.CapabilitiesForThisVersion()
+	banned := map[string]bool{"http.send": true, "net.lookup_ip_addr": true, "opa.runtime": true, "rand.intn": true, "uuid.rfc4122": true, "uuid.parse": false}
+	kept := caps.Builtins[:0]
+	for _, b := range caps.Builtins {
+		if !banned[b.Name] {
+			kept = append(kept, b)
+		}
+	}
+	caps.Builtins = kept
+	caps.AllowNet = []string{} // empty, not nil: nil allows every host
+	return caps
+}
+
+// NewSnapshot validates, merges, compiles and prepares bundles. builtins
+// are the tool names a custom tool may not take; they come from the
+// library's tables.
+func NewSnapshot(ctx context.Context, bundles []*Bundle, now time.Time) (*Snapshot, error) {
+	lib, err := libraryTables(bundles)
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{Loaded: now, tables: lib.tables}
+	var errs []error
+	for _, b := range bundles {
+		inferRoots(b.Bundle)
+		w, err := validateAgents(b, lib.builtins)
+		s.Warnings = append(s.Warnings, w...)
+		errs = append(errs, err)
+		s.Bundles = append(s.Bundles, BundleInfo{Name: b.Name, Revision: b.Revision()})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	merged, err := merge(bundles)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.compile(ctx, merged); err != nil {
+		return nil, err
+	}
+	if err := s.index(ctx, merged); err != nil {
+		return nil, err
+	}
+	revs := make([]string, 0, len(s.Bundles))
+	for _, b := range s.Bundles {
+		if b.Revision != "" {
+			revs = append(revs, b.Revision)
+		}
+	}
+	s.Revision = strings.Join(revs, ",")
+	return s, nil
+}
+
+func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
+	s.modules = make(map[string]*ast.Module, len(b.Modules))
+	for _, m := range b.Modules {
+		s.modules[m.Path] = m.Parsed
+	}
+	s.compiler = ast.NewCompiler().WithCapabilities(sandbox())
+	if s.compiler.Compile(s.modules); s.compiler.Failed() {
+		return fmt.Errorf("compile: %w", s.compiler.Errors)
+	}
+	s.store = inmem.NewFromObjectWithOpts(b.Data, inmem.OptRoundTripOnWrite(false))
+	pq, err := rego.New(
+		rego.Compiler(s.compiler),
+		rego.Store(s.store),
+		rego.Query(DecisionQuery),
+		rego.StrictBuiltinErrors(true),
+	).PrepareForEval(ctx)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", DecisionQuery, err)
+	}
+	s.query = pq
+	return nil
+}
+
+// index evaluates the library's agent index once for the whole bundle.
+func (s *Snapshot) index(ctx context.Context, b *bundle.Bundle) error {
+	rs, err := rego.New(rego.Compiler(s.compiler), rego.Store(s.store), rego.Query(indexQuery)).Eval(ctx)
+	if err != nil {
+		return fmt.Errorf("evaluate %s: %w", indexQuery, err)
+	}
+	idx := map[string]any{}
+	if len(rs) == 1 && len(rs[0].Expressions) == 1 {
+		idx, _ = rs[0].Expressions[0].Value.(map[string]any)
+	}
+	defs, _ := b.Data["agents"].(map[string]any)
+	s.agents = make(map[string]*Agent, len(idx))
+	for id, v := range idx {
+		val, err := ast.InterfaceToValue(v)
+		if err != nil {
+			return fmt.Errorf("agent '%s': %w", id, err)
+		}
+		a := &Agent{ID: id, Index: val, MaxDenials: 5}
+		def, _ := defs[id].(map[string]any)
+		if n, ok := toFloat(def["max_consecutive_denials"]); ok {
+			a.MaxDenials = int(n)
+		}
+		if p, ok := def["execution_policy"]; ok {
+			if a.Policy, err = decodePolicy(p); err != nil {
+				return fmt.Errorf("agent '%s': execution_policy: %w", id, err)
+			}
+		}
+		s.agents[id] = a
+	}
+	return nil
+}
+
+func decodePolicy(v any) (*ExecutionPolicy, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var p ExecutionPolicy
+	return &p, json.Unmarshal(raw, &p)
+}
+
+type libTables struct {
+	tables
+	builtins map[string]bool
+}
+
+// libraryTables reads data.toolpdp.tables from whichever bundle holds it.
+func libraryTables(bundles []*Bundle) (libTables, error) {
+	for _, b := range bundles {
+		tp, _ := b.Bundle.Data[LibraryRoot].(map[string]any)
+		raw, ok := tp["tables"]
+		if !ok {
+			continue
+		}
+		enc, err := json.Marshal(raw)
+		if err != nil {
+			return libTables{}, err
+		}
+		var t struct {
+			FileTools  map[string]fileTool `json:"file_tools"`
+			ShellTools map[string]bool     `json:"shell_tools"`
+			Categories map[string]string   `json:"builtin_categories"`
+		}
+		if err := json.Unmarshal(enc, &t); err != nil {
+			return libTables{}, fmt.Errorf("%s: toolpdp.tables: %w", b.dataFileOf(LibraryRoot, "tables"), err)
+		}
+		out := libTables{tables: tables{fileTools: t.FileTools, shellTools: t.ShellTools}, builtins: map[string]bool{}}
+		for _, m := range []map[string]bool{t.ShellTools, keys(t.FileTools), keys(t.Categories)} {
+			for k := range m {
+				out.builtins[k] = true
+			}
+		}
+		return out, nil
+	}
+	return libTables{}, errors.New("no bundle holds the library's data.toolpdp.tables")
+}
+
+func keys[V any](m map[string]V) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+// Modules are the snapshot's compiled Rego modules by file.
+func (s *Snapshot) Modules() map[string]*ast.Module { return s.modules }
+
+// Agent returns the agent definition with this id, or nil.
+func (s *Snapshot) Agent(id string) *Agent { return s.agents[id] }
