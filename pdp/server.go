@@ -84,7 +84,9 @@ func (s *Server) chain(metrics *grpcprom.ServerMetrics) []grpc.UnaryServerInterc
 		s.cfg.Logger.ErrorContext(ctx, "panic in gRPC handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error; the call was not decided, treat it as denied")
 	})
-	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return c.FullMethod() != healthpb.Health_Check_FullMethodName })
+	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return c.FullMethod() != healthpb.Health_Check_FullMethodName
+	})
 	return []grpc.UnaryServerInterceptor{
 		recovery.UnaryServerInterceptor(onPanic),
 		metrics.UnaryServerInterceptor(),

@@ -248,3 +248,6 @@ func (s *Snapshot) Modules() map[string]*ast.Module { return s.modules }
 
 // Agent returns the agent definition with this id, or nil.
 func (s *Snapshot) Agent(id string) *Agent { return s.agents[id] }
+
+// Store is the snapshot's data store.
+func (s *Snapshot) Store() storage.Store { return s.store }

@@ -52,17 +52,23 @@ func validateAgents(b *Bundle, builtins map[string]bool) (warnings []string, err
 }
 
 var agentKeys = map[string]func(a *agentIssues, v any, def map[string]any, builtins map[string]bool){
-	"version":                 func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.number("version", v) },
-	"workspace":               func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.str("workspace", v) },
-	"permission_callback":     func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.boolean("permission_callback", v) },
-	"max_consecutive_denials": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.positiveInt("max_consecutive_denials", v) },
-	"mcp_servers":             func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.servers(v) },
-	"tools":                   func(a *agentIssues, v any, def map[string]any, b map[string]bool) { a.tools(v, declaredServers(def), b) },
-	"safety_overrides":        func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.overrides(v) },
-	"execution_policy":        func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.executionPolicy("execution_policy", v) },
-	"guardrails":              func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.guardrails(v) },
-	"description":             func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.str("description", v) },
-	"name":                    func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.str("name", v) },
+	"version":             func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.number("version", v) },
+	"workspace":           func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.str("workspace", v) },
+	"permission_callback": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.boolean("permission_callback", v) },
+	"max_consecutive_denials": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) {
+		a.positiveInt("max_consecutive_denials", v)
+	},
+	"mcp_servers": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.servers(v) },
+	"tools": func(a *agentIssues, v any, def map[string]any, b map[string]bool) {
+		a.tools(v, declaredServers(def), b)
+	},
+	"safety_overrides": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.overrides(v) },
+	"execution_policy": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) {
+		a.executionPolicy("execution_policy", v)
+	},
+	"guardrails":  func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.guardrails(v) },
+	"description": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.str("description", v) },
+	"name":        func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.str("name", v) },
 }
 
 func (a *agentIssues) definition(v any, builtins map[string]bool) {

@@ -12,6 +12,10 @@ import rego.v1
 
 tables := data.toolpdp.tables
 
+default policy := {}
+
+policy := input.policy
+
 # A path that cannot be a path (NUL byte, not a string) is refused anywhere.
 reasons contains deny(sprintf("paths.%s", [p.arg]), sprintf("%s is not a valid path: %s", [describe(p), p.error])) if {
 	some p in input.paths
@@ -33,7 +37,7 @@ reasons contains deny(sprintf("%s_paths", [p.access]), msg) if {
 	not inside_any(p.resolved, roots)
 	msg := sprintf("%s %s is outside the allowed %s_paths %v: %s only inside them", [
 		p.access, describe(p), p.access,
-		object.get(input.policy, sprintf("%s_paths", [p.access]), roots), p.access,
+		object.get(policy, sprintf("%s_paths", [p.access]), roots), p.access,
 	])
 }
 
@@ -54,7 +58,7 @@ inside(path, root) if startswith(path, concat("", [trim_suffix(root, "/"), "/"])
 
 # execution is what Bash and Exec run with: the constructed environment and
 # the pinned cwd. Empty when no execution policy applies.
-execution := {"env": env, "cwd": object.get(input.policy, "cwd", "")} if {
+execution := {"env": env, "cwd": object.get(policy, "cwd", "")} if {
 	tables.shell_tools[input.tool_name]
 	input.policy
 }

@@ -1,0 +1,130 @@
+package pdp
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// testServer is a real toolpdp server on loopback (or a unix socket) and a
+// client connected to it over gRPC.
+type testServer struct {
+	addr     string
+	conn     *grpc.ClientConn
+	client   pb.DecisionServiceClient
+	health   healthpb.HealthClient
+	engine   *Engine
+	loader   *Loader
+	registry *prometheus.Registry
+}
+
+type serverOpts struct {
+	bundles  []string
+	unix     bool               // listen on a unix socket instead of TCP
+	watch    bool               // run the bundle watcher
+	register func(*grpc.Server) // extra services, registered before Serve
+	now      func() time.Time   // clock; time.Now when nil
+	sessions *Sessions          // default: 1000 sessions, 1h idle
+	noLoad   bool               // do not load before serving
+	logTo    io.Writer          // server log; discarded when nil
+}
+
+func startServer(t *testing.T, o serverOpts) *testServer {
+	t.Helper()
+	if o.logTo == nil {
+		o.logTo = io.Discard
+	}
+	if o.sessions == nil {
+		o.sessions = NewSessions(1000, time.Hour)
+	}
+	log := slog.New(slog.NewJSONHandler(o.logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	reg := prometheus.NewRegistry()
+	engine := NewEngine(EngineConfig{Logger: log, EvalTimeout: 5 * time.Second, Sessions: o.sessions, Pending: NewPending(1000, time.Hour), Now: o.now})
+	var s *Server
+	loader, err := NewLoader(LoaderConfig{Paths: o.bundles, Engine: engine, Logger: log, Registerer: reg, TestTimeout: 30 * time.Second,
+		OnSwap: func(*Snapshot) { s.MarkServing(true) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, s, err := NewServer(engine, loader, ServerConfig{MaxArgsBytes: 64 << 10, Logger: log, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.register != nil {
+		o.register(srv)
+	}
+	network, address := "tcp", "127.0.0.1:0"
+	if o.unix {
+		network, address = "unix", filepath.Join(t.TempDir(), "toolpdp.sock")
+	}
+	l, err := net.Listen(network, address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if !o.noLoad {
+		if err := loader.Reload(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() { _ = srv.Serve(l) }()
+	watched := make(chan struct{})
+	if o.watch {
+		go func() {
+			defer close(watched)
+			_ = loader.Watch(ctx, WatchConfig{Debounce: 50 * time.Millisecond, Poll: 500 * time.Millisecond})
+		}()
+	} else {
+		close(watched)
+	}
+	target := l.Addr().String()
+	if o.unix {
+		target = "unix://" + address
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		cancel()
+		<-watched
+		srv.Stop()
+	})
+	return &testServer{addr: target, conn: conn, client: pb.NewDecisionServiceClient(conn), health: healthpb.NewHealthClient(conn),
+		engine: engine, loader: loader, registry: reg}
+}
+
+func (ts *testServer) decide(t *testing.T, req *pb.DecideRequest) *pb.DecideResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := ts.client.Decide(ctx, req)
+	if err != nil {
+		t.Fatalf("Decide(%v): %v", req, err)
+	}
+	return resp
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,90 @@
+package toolpdp.decision_test
+
+import data.toolpdp.decision
+import data.toolpdp.index
+import rego.v1
+
+result(def, req) := r if {
+	r := decision.result with input as object.union(
+		{"agent_id": "a", "server": "", "category": "", "args": {}, "env": {}, "paths": [], "agent": index.normalize(def)},
+		req,
+	)
+}
+
+ask_all := {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}]}
+
+nocb := object.union(ask_all, {"permission_callback": false})
+
+leaves(argvs) := {"leaves": [{"argv": a, "name": a[0], "dynamic": false} | some a in argvs], "error": ""}
+
+test_allow_has_no_message if {
+	r := result({}, {"tool_name": "Read"})
+	r.decision == "allow"
+	r.message == ""
+	count(r.reasons) == 1
+}
+
+test_ask_message_is_for_a_person if {
+	r := result(ask_all, {"tool_name": "Read"})
+	r.decision == "ask"
+	r.message == "Read needs a person's confirmation (agent_toolset.default_config: always_ask)"
+}
+
+# permission_callback false: the permission axis's ask runs unchecked.
+test_no_callback_turns_permission_ask_into_allow if {
+	r := result(nocb, {"tool_name": "Bash"})
+	r.decision == "allow"
+	r.reasons[0].effect == "allow"
+	contains(r.reasons[0].message, "permission_callback is false, so it runs unchecked")
+}
+
+# ...but a guardrail's ask becomes deny: nobody can confirm it.
+test_no_callback_turns_guardrail_ask_into_deny if {
+	r := result(nocb, {"tool_name": "Bash", "command": {"leaves": [], "error": "unterminated quote"}})
+	r.decision == "deny"
+	r.reasons[1].axis == "guardrail"
+	r.reasons[1].effect == "deny"
+}
+
+# Most restrictive wins, and every contributing rule is listed in order.
+test_deny_beats_ask_and_all_reasons_listed if {
+	def := {"guardrails": {"deny_commands": ["curl"], "ask_commands": ["git push"]}}
+	r := result(def, {"agent_id": "a", "tool_name": "Bash", "command": leaves([["git", "push"], ["curl", "x"]])}) with data.agents.a as def
+	r.decision == "deny"
+	[x.axis | some x in r.reasons] == ["permission", "guardrail", "guardrail"]
+	r.message == "command \"curl x\" is denied by guardrail deny_commands[\"curl\"]; do not run it, nor wrap or chain it"
+}
+
+# A refusal of the agent itself stops there: no guardrail is consulted.
+test_custom_tool_skips_guardrails if {
+	def := {"tools": [{"type": "custom", "name": "run"}], "guardrails": {"deny_commands": ["curl"]}}
+	r := result(def, {"tool_name": "run", "command": leaves([["curl"]])}) with data.agents.a as def
+	r.decision == "allow"
+	count(r.reasons) == 1
+}
+
+test_unknown_agent_decision if {
+	r := decision.result with input as {"agent_id": "ghost", "tool_name": "Read", "server": "", "category": "", "paths": []}
+	r.decision == "deny"
+	contains(r.message, "ghost")
+}
+
+# A guardrail package that tries to allow cannot: only deny and ask are read.
+test_guardrail_allow_is_ignored if {
+	r := result(ask_all, {"tool_name": "Read"}) with data.guardrails.lenient as {"allow": true, "deny": set()}
+	r.decision == "ask"
+}
+
+test_guardrail_package_deny if {
+	r := result({}, {"tool_name": "Read"}) with data.guardrails.team as {"deny": {"reading is frozen today"}}
+	r.decision == "deny"
+	r.message == "reading is frozen today"
+	r.reasons[1].rule == "guardrails.team.deny"
+}
+
+test_execution_only_for_shell_tools if {
+	r := result({}, {"tool_name": "Read", "policy": {"cwd": "/p"}})
+	r.execution == {}
+	s := result({}, {"tool_name": "Bash", "policy": {"cwd": "/p"}, "env": {"A": "1"}})
+	s.execution == {"cwd": "/p", "env": {"A": "1"}}
+}

@@ -1,0 +1,75 @@
+package toolpdp.guardrails_test
+
+import data.toolpdp.guardrails
+import rego.v1
+
+leaf(argv) := {"argv": argv, "name": argv[0], "dynamic": false}
+
+cmd(argvs) := {"leaves": [leaf(a) | some a in argvs], "error": ""}
+
+agent := {"guardrails": {"deny_commands": ["curl"], "ask_commands": ["git push"]}}
+
+reasons(inp) := rs if {
+	rs := guardrails.reasons with input as object.union({"agent_id": "a", "tool_name": "Bash", "paths": []}, inp)
+		with data.agents.a as agent
+}
+
+test_deny_command_matches_any_leaf if {
+	some r in reasons({"command": cmd([["ls"], ["curl", "x"]])})
+	r.effect == "deny"
+	r.rule == "deny_commands"
+}
+
+test_multi_word_rule_matches_argv_prefix if {
+	some r in reasons({"command": cmd([["git", "push", "origin", "main"]])})
+	r.effect == "ask"
+	count(reasons({"command": cmd([["git", "status"]])})) == 0
+	count(reasons({"command": cmd([["git"]])})) == 0
+}
+
+test_global_and_agent_rules_both_apply if {
+	rs := reasons({"command": cmd([["wget", "x"]])}) with data.guardrails as {"deny_commands": ["wget"]}
+	count(rs) == 1
+}
+
+test_uncheckable_command_asks if {
+	some r in reasons({"command": {"leaves": [], "error": "unterminated quote"}})
+	r.effect == "ask"
+	r.rule == "command"
+}
+
+test_dynamic_program_asks if {
+	some r in reasons({"command": {"leaves": [{"argv": ["$(echo curl)", "x"], "name": "", "dynamic": true}], "error": ""}})
+	r.effect == "ask"
+}
+
+write(raw, resolved) := {"arg": "file_path", "access": "write", "raw": raw, "resolved": resolved, "error": "", "error_kind": ""}
+
+test_protected_paths_at_any_depth if {
+	some r in reasons({"tool_name": "Write", "paths": [write("x", "/p/sub/.git/hooks/pre-commit")]})
+	r.rule == "protected_paths"
+	count(reasons({"tool_name": "Write", "paths": [write(".mcp.json", "/p/.mcp.json")]})) == 1
+	count(reasons({"tool_name": "Write", "paths": [write("a", "/p/.claude/settings.json")]})) == 1
+	count(reasons({"tool_name": "Write", "paths": [write("a", "/p/.gitignore")]})) == 0
+	count(reasons({"tool_name": "Write", "paths": [write("a", "/p/my.git/x")]})) == 0
+}
+
+test_protected_paths_only_bind_writes if {
+	p := object.union(write("a", "/p/.git/config"), {"access": "read"})
+	count(reasons({"tool_name": "Read", "paths": [p]})) == 0
+}
+
+test_protection_switchable_per_agent if {
+	off := {"guardrails": {"protect_vcs_and_agent_config": false, "protected_paths": [".env"]}}
+	rs := guardrails.reasons with input as {"agent_id": "a", "tool_name": "Write", "paths": [write("a", "/p/.git/x"), write(".env", "/p/.env")]}
+		with data.agents.a as off
+	count(rs) == 1
+	some r in rs
+	contains(r.message, ".env")
+}
+
+test_absolute_protected_path if {
+	rs := guardrails.reasons with input as {"agent_id": "a", "tool_name": "Write", "paths": [write("/etc/x", "/etc/x")]}
+		with data.guardrails as {"protected_paths": ["/etc"]}
+	count(rs) == 1
+}
