@@ -61,9 +61,8 @@ func checkPath(p string) error {
 
 // canonical walks an absolute path one segment at a time from "/", following
 // each symlink it meets (the link's target is spliced in front of what is
-// left). Everything kept in done is canonical, so a `..` may be applied to it
-// lexically. Once a segment does not exist, nothing after it can be a link,
-// and the rest is cleaned lexically.
+// left). What is kept in done has no links (its segments are real
+// directories, or missing), so a `..` may be applied to it lexically.
 func canonical(path string) (string, error) {
 	done, rest, links := "/", path, 0
 	for rest != "" {
@@ -80,7 +79,10 @@ func canonical(path string) (string, error) {
 		info, err := os.Lstat(next)
 		switch {
 		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
-			return filepath.Join(next, filepath.Clean("/"+rest)), nil
+			// Missing (a new file): it cannot be a link. Keep walking, since
+			// a later ".." may climb back into segments that can be.
+			done = next
+			continue
 		case err != nil:
 			return "", fmt.Errorf("%w: %v", ErrUnresolved, err)
 		case info.Mode()&fs.ModeSymlink == 0:

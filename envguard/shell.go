@@ -72,7 +72,7 @@ func (p *shellParser) parse(cmd string, depth int) error {
 		}
 		if stmt, ok := node.(*syntax.Stmt); ok {
 			if call, ok := stmt.Cmd.(*syntax.CallExpr); ok && len(call.Args) > 0 {
-				walkErr = p.call(stmt, call, depth)
+				walkErr = p.call(cmd, stmt, call, depth)
 			}
 		}
 		return true
@@ -80,18 +80,19 @@ func (p *shellParser) parse(cmd string, depth int) error {
 	return walkErr
 }
 
-// call records the leaf of one simple command and what it wraps.
-func (p *shellParser) call(stmt *syntax.Stmt, call *syntax.CallExpr, depth int) error {
+// call records the leaf of one simple command and what it wraps. src is the
+// text the nodes were parsed from.
+func (p *shellParser) call(src string, stmt *syntax.Stmt, call *syntax.CallExpr, depth int) error {
 	words := make([]word, len(call.Args))
 	for i, w := range call.Args {
-		words[i] = literal(w)
+		words[i] = literal(src, w)
 	}
 	leaf := Leaf{Assigns: make([]string, 0, len(call.Assigns))}
 	for _, a := range call.Assigns {
-		leaf.Assigns = append(leaf.Assigns, source(a))
+		leaf.Assigns = append(leaf.Assigns, source(src, a))
 	}
 	for _, r := range stmt.Redirs {
-		leaf.Redirects = append(leaf.Redirects, source(r))
+		leaf.Redirects = append(leaf.Redirects, source(src, r))
 	}
 	return p.add(leaf, words, depth)
 }
@@ -160,7 +161,7 @@ type word struct {
 	static bool
 }
 
-func literal(w *syntax.Word) word {
+func literal(src string, w *syntax.Word) word {
 	static := true
 	syntax.Walk(w, func(n syntax.Node) bool {
 		switch n.(type) {
@@ -176,13 +177,16 @@ func literal(w *syntax.Word) word {
 			return word{text: f[0], static: true}
 		}
 	}
-	return word{text: source(w)}
+	return word{text: source(src, w)}
 }
 
-func source(n syntax.Node) string {
-	var b strings.Builder
-	_ = syntax.NewPrinter(syntax.Minify(true)).Print(&b, n)
-	return b.String()
+// source is a node's text as written.
+func source(src string, n syntax.Node) string {
+	start, end := int(n.Pos().Offset()), int(n.End().Offset())
+	if start < 0 || end > len(src) || start > end {
+		return ""
+	}
+	return src[start:end]
 }
 
 var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true, "busybox": false}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// bundleDir writes files (path → content) as a bundle directory.
+func bundleDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, content := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func runCmd(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// Each invalid agent definition is rejected naming the file, the agent, the
+// field and the reason.
+func TestCheckRejectsInvalidDefinitions(t *testing.T) {
+	raw, err := os.ReadFile("../../testdata/invalid-agents.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Name       string          `json:"name"`
+		Definition json.RawMessage `json:"definition"`
+		Want       string          `json:"want"`
+	}
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			dir := bundleDir(t, map[string]string{"agents/coder/data.json": string(c.Definition)})
+			_, _, err := runCmd(t, "", "check", dir)
+			want := "agents/coder/data.json: agent 'coder': " + c.Want
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("check: %v\nwant an error containing %q", err, want)
+			}
+		})
+	}
+}
+
+func TestCheckAcceptsValidBundleAndWarnsOnUnknownKeys(t *testing.T) {
+	dir := bundleDir(t, map[string]string{
+		".manifest":        `{"revision": "v7", "roots": ["agents"]}`,
+		"agents/data.json": `{"coder": {"version": 3, "tools": [{"type": "agent_toolset"}], "colour": "blue"}}`,
+	})
+	out, _, err := runCmd(t, "", "check", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "warning: "+dir+"/agents/data.json: agent 'coder': colour: unknown key, ignored") || !strings.Contains(out, `revision "library-0.1.0,v7"`) {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+func TestCheckReportsEveryErrorAtOnce(t *testing.T) {
+	dir := bundleDir(t, map[string]string{"agents/data.json": `{
+		"a": {"permission_callback": 1},
+		"b": {"tools": [{"type": "custom", "name": "Read"}]}}`})
+	_, _, err := runCmd(t, "", "check", dir)
+	if err == nil || !strings.Contains(err.Error(), "agent 'a': permission_callback") || !strings.Contains(err.Error(), "agent 'b': tools[0].name") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestCheckRejectsBrokenRegoWithFileAndLine(t *testing.T) {
+	dir := bundleDir(t, map[string]string{"guardrails/team/team.rego": "package guardrails.team\n\ndeny contains msg if {\n  msg := \n}\n"})
+	_, _, err := runCmd(t, "", "check", dir)
+	if err == nil || !strings.Contains(err.Error(), "team.rego:5") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// A user bundle may not write into the library's packages unless it
+// replaces the whole library.
+func TestCheckRejectsWritesIntoTheLibrary(t *testing.T) {
+	dir := bundleDir(t, map[string]string{
+		".manifest": `{"roots": ["toolpdp/permission", "agents"]}`,
+		"evil.rego": "package toolpdp.permission\n\nimport rego.v1\n\nreason := {\"effect\": \"allow\"}\n",
+	})
+	_, _, err := runCmd(t, "", "check", dir)
+	if err == nil || !strings.Contains(err.Error(), `reach into the library's "toolpdp"`) {
+		t.Fatalf("got %v", err)
+	}
+	// Without a manifest the roots are inferred from the packages: same answer.
+	dir = bundleDir(t, map[string]string{"evil.rego": "package toolpdp.permission\n\nimport rego.v1\n\nx := 1\n"})
+	if _, _, err := runCmd(t, "", "check", dir); err == nil || !strings.Contains(err.Error(), "library") {
+		t.Fatalf("inferred roots: got %v", err)
+	}
+}
+
+func TestDecidePrintsResponseWithReasons(t *testing.T) {
+	dir := bundleDir(t, map[string]string{"agents/data.json": `{"coder": {"tools": [{"type": "agent_toolset", "configs": [{"name": "bash", "permission_policy": {"type": "always_ask"}}]}]}}`})
+	out, _, err := runCmd(t, `{"agentId": "coder", "toolName": "bash", "args": {"command": "ls"}}`, "decide", "--bundle", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp struct {
+		Decision string `json:"decision"`
+		Reasons  []struct {
+			Rule string `json:"rule"`
+		} `json:"reasons"`
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if resp.Decision != "DECISION_ASK" || len(resp.Reasons) != 1 || resp.Reasons[0].Rule != "agent_toolset.configs[bash]" {
+		t.Fatalf("got %s", out)
+	}
+}
+
+func TestDecideRejectsBadInput(t *testing.T) {
+	if _, _, err := runCmd(t, `{"toolName": `, "decide"); err == nil || !strings.Contains(err.Error(), "stdin: not a DecideRequest") {
+		t.Fatalf("got %v", err)
+	}
+	if _, _, err := runCmd(t, `{}`, "decide"); err == nil || !strings.Contains(err.Error(), "tool_name: required") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{}, {"frobnicate"}, {"check"}, {"serve", "--no-such-flag"}} {
+		if _, _, err := runCmd(t, "", args...); err == nil || !strings.Contains(err.Error(), "usage") {
+			t.Errorf("%v: got %v, want a usage error", args, err)
+		}
+	}
+}
