@@ -97,6 +97,11 @@ func (e *Engine) evaluate(ctx context.Context, snap *Snapshot, agentID string, a
 	if err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		// OPA notices cancellation only now and then; a result that arrives
+		// after the deadline is not trusted.
+		return fmt.Errorf("evaluation exceeded its deadline: %w", err)
+	}
 	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
 		return errors.New("the library's decision is undefined")
 	}

@@ -38,6 +38,7 @@ type serverOpts struct {
 	sessions *Sessions          // default: 1000 sessions, 1h idle
 	noLoad   bool               // do not load before serving
 	logTo    io.Writer          // server log; discarded when nil
+	timeout  time.Duration      // evaluation bound; 5s when zero
 }
 
 func startServer(t *testing.T, o serverOpts) *testServer {
@@ -45,12 +46,15 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	if o.logTo == nil {
 		o.logTo = io.Discard
 	}
+	if o.timeout == 0 {
+		o.timeout = 5 * time.Second
+	}
 	if o.sessions == nil {
 		o.sessions = NewSessions(1000, time.Hour)
 	}
 	log := slog.New(slog.NewJSONHandler(o.logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := prometheus.NewRegistry()
-	engine := NewEngine(EngineConfig{Logger: log, EvalTimeout: 5 * time.Second, Sessions: o.sessions, Pending: NewPending(1000, time.Hour), Now: o.now})
+	engine := NewEngine(EngineConfig{Logger: log, EvalTimeout: o.timeout, Sessions: o.sessions, Pending: NewPending(1000, time.Hour), Now: o.now})
 	var s *Server
 	loader, err := NewLoader(LoaderConfig{Paths: o.bundles, Engine: engine, Logger: log, Registerer: reg, TestTimeout: 30 * time.Second,
 		OnSwap: func(*Snapshot) { s.MarkServing(true) }})

@@ -210,10 +210,9 @@ func TestHandlerPanicDoesNotKillServer(t *testing.T) {
 
 // An evaluation that overruns its deadline is a deny, never an allow.
 func TestEvaluationTimeoutDenies(t *testing.T) {
-	ts := startServer(t, serverOpts{})
+	ts := startServer(t, serverOpts{timeout: time.Nanosecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ts.engine.timeout = time.Nanosecond
 	resp, err := ts.client.Decide(ctx, &pb.DecideRequest{ToolName: "Read"})
 	if err != nil {
 		t.Fatal(err)
