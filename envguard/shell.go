@@ -162,7 +162,7 @@ type word struct {
 }
 
 func literal(src string, w *syntax.Word) word {
-	static := true
+	static := expandable(w)
 	syntax.Walk(w, func(n syntax.Node) bool {
 		switch n.(type) {
 		case *syntax.ParamExp, *syntax.CmdSubst, *syntax.ArithmExp, *syntax.ProcSubst, *syntax.ExtGlob:
@@ -178,6 +178,22 @@ func literal(src string, w *syntax.Word) word {
 		}
 	}
 	return word{text: source(src, w)}
+}
+
+// expandable rules out the expansions that cost without bound or reach
+// outside: brace expansion ({1..99999999} is a hundred million words) and
+// tilde expansion (~user looks up a user). Such words keep their source text.
+func expandable(w *syntax.Word) bool {
+	for i, part := range w.Parts {
+		lit, ok := part.(*syntax.Lit)
+		if !ok {
+			continue
+		}
+		if strings.Contains(lit.Value, "{") || (i == 0 && strings.HasPrefix(lit.Value, "~")) {
+			return false
+		}
+	}
+	return true
 }
 
 // source is a node's text as written.

@@ -77,3 +77,24 @@ decision := "allow"
 		}
 	}
 }
+
+// The worked examples of docs/POLICY.md, as a real bundle.
+func TestPolicyDocExamples(t *testing.T) {
+	ts := startServer(t, serverOpts{bundles: []string{"../testdata/guardrail-examples"}})
+	cases := []struct {
+		req  *pb.DecideRequest
+		want pb.Decision
+		msg  string
+	}{
+		{&pb.DecideRequest{AgentId: "coder", ToolName: "Read", Args: mustStruct(t, map[string]any{"file_path": "/home/u/.ssh/id_ed25519"})}, pb.Decision_DECISION_DENY, "may not touch key material"},
+		{&pb.DecideRequest{AgentId: "coder", ToolName: "Bash", Args: mustStruct(t, map[string]any{"command": "kubectl --context=prod apply -f x"})}, pb.Decision_DECISION_ASK, "kubectl against prod"},
+		{&pb.DecideRequest{AgentId: "coder", ToolName: "Bash", Args: mustStruct(t, map[string]any{"command": "echo x >> /etc/hosts"})}, pb.Decision_DECISION_DENY, "writing >> /etc/hosts from a shell"},
+		{&pb.DecideRequest{AgentId: "coder", ToolName: "Bash", Args: mustStruct(t, map[string]any{"command": "echo x > /tmp/y"})}, pb.Decision_DECISION_ALLOW, ""},
+	}
+	for _, c := range cases {
+		resp := ts.decide(t, c.req)
+		if resp.Decision != c.want || !strings.Contains(resp.Message, c.msg) {
+			t.Errorf("%v: got %s %q, want %s containing %q", c.req.Args.AsMap(), resp.Decision, resp.Message, c.want, c.msg)
+		}
+	}
+}
