@@ -13,7 +13,7 @@ import (
 // benchEngine is an engine on the embedded default, or on bundle paths.
 func benchEngine(b *testing.B, paths ...string) *Engine {
 	b.Helper()
-	snap, err := Load(context.Background(), paths, time.Minute, time.Now())
+	snap, err := Load(context.Background(), &Sources{Paths: paths}, time.Minute, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -31,14 +31,15 @@ type Bundle struct {
 // Revision is the bundle's manifest revision.
 func (b *Bundle) Revision() string { return b.Bundle.Manifest.Revision }
 
-// ReadBundlePath reads a bundle directory or an `opa build` .tar.gz.
-func ReadBundlePath(p string) (*Bundle, error) {
+// ReadBundlePath reads a bundle directory or an `opa build` .tar.gz. With
+// vc set, the bundle must carry a valid .signatures.json.
+func ReadBundlePath(p string, vc *bundle.VerificationConfig) (*Bundle, error) {
 	info, err := os.Stat(p)
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", p, err)
 	}
 	if info.IsDir() {
-		return readBundle(p, bundle.NewDirectoryLoader(p), p)
+		return readBundle(p, bundle.NewDirectoryLoader(p), p, vc)
 	}
 	// Opened and closed here: a tarball loader leaves its file to the garbage
 	// collector, and file descriptors would pile up over reloads.
@@ -53,7 +54,7 @@ func ReadBundlePath(p string) (*Bundle, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", p, err)
 	}
-	return readBundle(p, bundle.NewTarballLoaderWithBaseURL(f, p), "")
+	return readBundle(p, bundle.NewTarballLoaderWithBaseURL(f, p), "", vc)
 }
 
 // ReadBundleFS reads a bundle from a file system (the embedded library).
@@ -62,16 +63,19 @@ func ReadBundleFS(name string, fsys fs.FS) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", name, err)
 	}
-	return readBundle(name, l, "")
+	return readBundle(name, l, "", nil)
 }
 
-func readBundle(name string, l bundle.DirectoryLoader, base string) (*Bundle, error) {
+func readBundle(name string, l bundle.DirectoryLoader, base string, vc *bundle.VerificationConfig) (*Bundle, error) {
 	rec := &recordingLoader{DirectoryLoader: l, base: base}
-	b, err := bundle.NewCustomReader(rec).
+	r := bundle.NewCustomReader(rec).
 		WithRegoVersion(ast.RegoV1).
 		WithSizeLimitBytes(MaxBundleBytes).
-		WithSkipBundleVerification(true).
-		Read()
+		WithSkipBundleVerification(vc == nil)
+	if vc != nil {
+		r = r.WithBundleVerificationConfig(vc)
+	}
+	b, err := r.Read()
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", name, err)
 	}

@@ -56,7 +56,7 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	reg := prometheus.NewRegistry()
 	engine := NewEngine(EngineConfig{Logger: log, EvalTimeout: o.timeout, Sessions: o.sessions, Pending: NewPending(1000, time.Hour), Now: o.now})
 	var s *Server
-	loader, err := NewLoader(LoaderConfig{Paths: o.bundles, Engine: engine, Logger: log, Registerer: reg, TestTimeout: 30 * time.Second,
+	loader, err := NewLoader(LoaderConfig{Sources: &Sources{Paths: o.bundles}, Engine: engine, Logger: log, Registerer: reg, TestTimeout: 30 * time.Second,
 		OnSwap: func(*Snapshot) { s.MarkServing(true) }})
 	if err != nil {
 		t.Fatal(err)

@@ -2,17 +2,9 @@ package pdp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -22,15 +14,13 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/tester"
 	"github.com/prometheus/client_golang/prometheus"
-
-	lib "github.com/toolpdp/toolpdp/rego"
 )
 
 // Loader reads the configured bundles into snapshots and hands good ones
 // to the engine. A bundle that fails to read, compile, validate or pass its
 // own tests is rejected, and the last good snapshot keeps serving.
 type Loader struct {
-	paths       []string
+	sources     *Sources
 	engine      *Engine
 	log         *slog.Logger
 	testTimeout time.Duration
@@ -45,7 +35,7 @@ type Loader struct {
 
 // LoaderConfig holds what a Loader is built from.
 type LoaderConfig struct {
-	Paths       []string // --bundle arguments; none: the embedded default agent
+	Sources     *Sources // the --bundle arguments; none: the embedded default agent
 	Engine      *Engine
 	Logger      *slog.Logger
 	Registerer  prometheus.Registerer
@@ -59,7 +49,7 @@ func NewLoader(c LoaderConfig) (*Loader, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	l := &Loader{paths: c.Paths, engine: c.Engine, log: c.Logger, testTimeout: c.TestTimeout, onSwap: c.OnSwap, now: c.Now,
+	l := &Loader{sources: c.Sources, engine: c.Engine, log: c.Logger, testTimeout: c.TestTimeout, onSwap: c.OnSwap, now: c.Now,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolpdp_bundle_reloads_total",
 			Help: "Bundle loads by result: ok, rejected (the last good policy kept serving) or unchanged.",
@@ -86,18 +76,18 @@ func (l *Loader) LastError() error {
 func (l *Loader) Reload(ctx context.Context, force bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	hash, err := l.contentHash()
+	hash, err := l.sources.Hash()
 	if err == nil && !force && hash == l.lastHash {
 		return nil
 	}
 	var snap *Snapshot
 	if err == nil {
-		snap, err = Load(ctx, l.paths, l.testTimeout, l.now())
+		snap, err = Load(ctx, l.sources, l.testTimeout, l.now())
 	}
 	if err != nil {
 		l.lastErr = err
 		l.reloads.WithLabelValues("rejected").Inc()
-		l.log.Error("bundle rejected; the last good policy keeps serving", "bundles", l.paths, "error", err.Error())
+		l.log.Error("bundle rejected; the last good policy keeps serving", "bundles", l.sources.Paths, "error", err.Error())
 		return err
 	}
 	for _, w := range snap.Warnings {
@@ -106,17 +96,17 @@ func (l *Loader) Reload(ctx context.Context, force bool) error {
 	l.engine.Swap(snap)
 	l.lastErr, l.lastHash = nil, hash
 	l.reloads.WithLabelValues("ok").Inc()
-	l.log.Info("policy loaded", "revision", snap.Revision, "bundles", l.paths)
+	l.log.Info("policy loaded", "revision", snap.Revision, "bundles", l.sources.Paths)
 	if l.onSwap != nil {
 		l.onSwap(snap)
 	}
 	return nil
 }
 
-// Load reads and builds a snapshot from bundle paths (none: the embedded
-// library and default agent), running the bundles' own _test.rego tests.
-func Load(ctx context.Context, paths []string, testTimeout time.Duration, now time.Time) (*Snapshot, error) {
-	bundles, err := ReadBundles(paths)
+// Load reads and builds a snapshot from the sources, running the bundles'
+// own _test.rego tests.
+func Load(ctx context.Context, src *Sources, testTimeout time.Duration, now time.Time) (*Snapshot, error) {
+	bundles, err := src.Read()
 	if err != nil {
 		return nil, err
 	}
@@ -128,54 +118,6 @@ func Load(ctx context.Context, paths []string, testTimeout time.Duration, now ti
 		return nil, err
 	}
 	return snap, nil
-}
-
-// ReadBundles reads the user bundles and adds the embedded ones: the library
-// unless a user bundle replaces it, the default agent when there is no user
-// bundle.
-func ReadBundles(paths []string) ([]*Bundle, error) {
-	var users []*Bundle
-	replaced := false
-	for _, p := range paths {
-		b, err := ReadBundlePath(resolveMount(p))
-		if err != nil {
-			return nil, err
-		}
-		b.Name = p
-		inferRoots(b.Bundle)
-		if claims(b.Bundle, LibraryRoot) && !replacesLibrary(b.Bundle) {
-			return nil, fmt.Errorf("bundle %s: roots %v reach into the library's %q: give the root %q to replace the whole library, or move the packages elsewhere (guardrails: package guardrails.<name>)",
-				p, *b.Bundle.Manifest.Roots, LibraryRoot, LibraryRoot)
-		}
-		replaced = replaced || replacesLibrary(b.Bundle)
-		users = append(users, b)
-	}
-	var out []*Bundle
-	if !replaced {
-		l, err := ReadBundleFS("library", lib.Library())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	if len(users) == 0 {
-		d, err := ReadBundleFS("default", lib.Default())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return append(out, users...), nil
-}
-
-// resolveMount reads a Kubernetes ConfigMap or Secret volume through its
-// ..data symlink, which the kubelet swaps atomically: reading the mount
-// directory itself could see old and new files mixed mid-swap.
-func resolveMount(p string) string {
-	if target, err := filepath.EvalSymlinks(filepath.Join(p, "..data")); err == nil {
-		return target
-	}
-	return p
 }
 
 // runBundleTests fails when any test of the user bundles fails.
@@ -272,51 +214,4 @@ func describeResult(r *tester.Result) string {
 		return fmt.Sprintf("%s%s.%s: error: %v", where, r.Package, r.Name, r.Error)
 	}
 	return fmt.Sprintf("%s%s.%s: failed", where, r.Package, r.Name)
-}
-
-// contentHash digests every file of every bundle, so a reload can be
-// skipped when nothing changed (a burst of events, the periodic poll).
-func (l *Loader) contentHash() (string, error) {
-	h := sha256.New()
-	for _, p := range l.paths {
-		root := resolveMount(p)
-		var files []string
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() && path != root && strings.HasPrefix(d.Name(), "..") {
-				return filepath.SkipDir // kubelet's timestamped dirs: ..data already chose one
-			}
-			if d.Type().IsRegular() || d.Type()&fs.ModeSymlink != 0 {
-				files = append(files, path)
-			}
-			return nil
-		})
-		if err != nil {
-			return "", fmt.Errorf("bundle %s: %w", p, err)
-		}
-		sort.Strings(files)
-		for _, f := range files {
-			if err := hashFile(h, root, f); err != nil {
-				return "", fmt.Errorf("bundle %s: %w", p, err)
-			}
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func hashFile(h io.Writer, root, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // a dangling link or a file removed mid-walk: the next event reloads
-		}
-		return err
-	}
-	defer f.Close()
-	rel, _ := filepath.Rel(root, path)
-	fmt.Fprintf(h, "%s\x00", rel)
-	_, err = io.Copy(h, f)
-	return err
 }

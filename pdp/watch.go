@@ -33,8 +33,10 @@ func (l *Loader) Watch(ctx context.Context, c WatchConfig) error {
 		return err
 	}
 	defer w.Close()
-	for _, p := range l.paths {
-		l.watchTree(w, p)
+	for _, p := range l.sources.Paths {
+		if !IsRemote(p) {
+			l.watchTree(w, p)
+		}
 	}
 	poll := time.NewTicker(c.Poll)
 	defer poll.Stop()
@@ -67,8 +69,10 @@ func (l *Loader) Watch(ctx context.Context, c WatchConfig) error {
 			}
 			l.log.Warn("bundle watch error", "error", err.Error())
 		case <-debounce.C:
-			for _, p := range l.paths {
-				l.watchTree(w, p) // a bundle that appeared or was replaced whole
+			for _, p := range l.sources.Paths {
+				if !IsRemote(p) {
+					l.watchTree(w, p) // a bundle that appeared or was replaced whole
+				}
 			}
 			_ = l.Reload(ctx, false)
 		case <-poll.C:

@@ -18,7 +18,7 @@ import (
 // `opa test rego/` would.
 func TestLibraryRegoTests(t *testing.T) {
 	ctx := context.Background()
-	bundles, err := pdp.ReadBundles(nil)
+	bundles, err := (&pdp.Sources{}).Read()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func check(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		fmt.Fprintln(stderr, "usage: toolpdp check PATH...")
 		return errUsage
 	}
-	bundles, err := pdp.ReadBundles(fs.Args())
+	bundles, err := (&pdp.Sources{Paths: fs.Args()}).Read()
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func test(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wri
 		fmt.Fprintln(stderr, "usage: toolpdp test [--coverage] PATH...")
 		return errUsage
 	}
-	bundles, err := pdp.ReadBundles(fs.Args())
+	bundles, err := (&pdp.Sources{Paths: fs.Args()}).Read()
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func decide(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if req.GetToolName() == "" {
 		return fmt.Errorf("stdin: tool_name: required")
 	}
-	snap, err := pdp.Load(ctx, bundles, 30*time.Second, time.Now())
+	snap, err := pdp.Load(ctx, &pdp.Sources{Paths: bundles}, 30*time.Second, time.Now())
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@
 //	toolpdp check  PATH...                                 validate bundles
 //	toolpdp test   PATH...                                 run bundles' _test.rego
 //	toolpdp decide [--bundle PATH]...                      decide one request from stdin
+//	toolpdp status [--addr ADDR]                           ask a running server what it serves
 //
 // Exit codes: 0 success; 1 the bundle, test or request failed; 2 bad usage.
 package main
@@ -25,6 +26,7 @@ const usage = `usage:
   toolpdp check  PATH...                                          validate bundles (Rego and agent definitions)
   toolpdp test   [--coverage] PATH...                             run the bundles' _test.rego files
   toolpdp decide [--bundle PATH]...                               decide one DecideRequest (JSON on stdin)
+  toolpdp status [--addr ADDR]                                    a running server's policy revision and last reload error
 Run 'toolpdp COMMAND -h' for a command's flags.
 `
 
@@ -51,7 +53,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return errUsage
 	}
 	cmds := map[string]func(context.Context, []string, io.Reader, io.Writer, io.Writer) error{
-		"serve": serve, "check": check, "test": test, "decide": decide,
+		"serve": serve, "check": check, "test": test, "decide": decide, "status": status,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/open-policy-agent/opa/v1/keys"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -42,6 +44,9 @@ type serveConfig struct {
 	waitForBundle    bool
 	grace            time.Duration
 	logLevel         string
+	verifyKey        string
+	verifyKeyID      string
+	verifyAlg        string
 }
 
 func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
@@ -63,6 +68,9 @@ func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
 	fs.BoolVar(&c.waitForBundle, "wait-for-bundle", false, "start even if a --bundle is missing or invalid; deny until it loads")
 	fs.DurationVar(&c.grace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.verifyKey, "verification-key", "", "PEM public key (or HMAC secret) file: bundles must be signed with it (.signatures.json)")
+	fs.StringVar(&c.verifyKeyID, "verification-key-id", "default", "the key id the bundles' signatures name")
+	fs.StringVar(&c.verifyAlg, "verification-alg", "RS256", "the signing algorithm of --verification-key")
 	return c, func(args []string) error { return parse(fs, args) }
 }
 
@@ -88,9 +96,14 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	sessions := pdp.NewSessions(c.maxSessions, c.sessionIdle)
 	engine := pdp.NewEngine(pdp.EngineConfig{Logger: log, EvalTimeout: c.evalTimeout, Sessions: sessions, Pending: pdp.NewPending(c.maxPending, c.pendingTTL)})
+	vc, err := verification(c.verifyKey, c.verifyKeyID, c.verifyAlg)
+	if err != nil {
+		return err
+	}
+	sources := &pdp.Sources{Paths: c.bundles, Verify: vc}
 	var grpcSrv *pdp.Server
 	loader, err := pdp.NewLoader(pdp.LoaderConfig{
-		Paths: c.bundles, Engine: engine, Logger: log, Registerer: reg, TestTimeout: 30 * time.Second,
+		Sources: sources, Engine: engine, Logger: log, Registerer: reg, TestTimeout: 30 * time.Second,
 		OnSwap: func(*pdp.Snapshot) { grpcSrv.MarkServing(true) },
 	})
 	if err != nil {
@@ -106,13 +119,23 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	if err := loader.Reload(ctx, true); err != nil && !c.waitForBundle {
-		closeAll(listeners)
-		return err // logged by the loader; a bad start is an error exit
-	}
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	remote := false
+	for _, b := range c.bundles {
+		remote = remote || pdp.IsRemote(b)
+	}
+	if err := sources.StartRemote(ctx, c.poll, log, func() { _ = loader.Reload(ctx, false) }); err != nil {
+		closeAll(listeners)
+		return err
+	}
+	// A bundle server is waited for (every decision denies until it answers);
+	// a missing or broken file at start is an error exit unless asked to wait.
+	if err := loader.Reload(ctx, true); err != nil && !c.waitForBundle && !remote {
+		closeAll(listeners)
+		return err // logged by the loader
+	}
+
 	go func() {
 		_ = loader.Watch(ctx, pdp.WatchConfig{Debounce: c.debounce, Poll: c.poll})
 	}()
@@ -156,6 +179,22 @@ func shutdown(srv *grpc.Server, s *pdp.Server, grace time.Duration, log *slog.Lo
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// verification is the signature check --verification-key asks for, or nil.
+func verification(keyFile, id, alg string) (*bundle.VerificationConfig, error) {
+	if keyFile == "" {
+		return nil, nil
+	}
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--verification-key: %w", err)
+	}
+	kc, err := keys.NewKeyConfig(string(key), alg, "")
+	if err != nil {
+		return nil, fmt.Errorf("--verification-key %s: %w", keyFile, err)
+	}
+	return bundle.NewVerificationConfig(map[string]*keys.Config{id: kc}, id, "", nil), nil
 }
 
 func sweepSessions(ctx context.Context, s *pdp.Sessions, idle time.Duration) {
