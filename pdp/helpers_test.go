@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -39,6 +40,8 @@ type serverOpts struct {
 	noLoad   bool               // do not load before serving
 	logTo    io.Writer          // server log; discarded when nil
 	timeout  time.Duration      // evaluation bound; 5s when zero
+	poll     time.Duration      // watcher's content poll; 500ms when zero
+	verify   *bundle.VerificationConfig
 }
 
 func startServer(t *testing.T, o serverOpts) *testServer {
@@ -49,6 +52,9 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	if o.timeout == 0 {
 		o.timeout = 5 * time.Second
 	}
+	if o.poll == 0 {
+		o.poll = 500 * time.Millisecond
+	}
 	if o.sessions == nil {
 		o.sessions = NewSessions(1000, time.Hour)
 	}
@@ -56,7 +62,7 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	reg := prometheus.NewRegistry()
 	engine := NewEngine(EngineConfig{Logger: log, EvalTimeout: o.timeout, Sessions: o.sessions, Pending: NewPending(1000, time.Hour), Now: o.now})
 	var s *Server
-	loader, err := NewLoader(LoaderConfig{Sources: &Sources{Paths: o.bundles}, Engine: engine, Logger: log, Registerer: reg, TestTimeout: 30 * time.Second,
+	loader, err := NewLoader(LoaderConfig{Sources: &Sources{Paths: o.bundles, Verify: o.verify}, Engine: engine, Logger: log, Registerer: reg, TestTimeout: 30 * time.Second,
 		OnSwap: func(*Snapshot) { s.MarkServing(true) }})
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +83,9 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if err := loader.sources.StartRemote(ctx, time.Second, log, func() { _ = loader.Reload(ctx, false) }); err != nil {
+		t.Fatal(err)
+	}
 	if !o.noLoad {
 		if err := loader.Reload(ctx, true); err != nil {
 			t.Fatal(err)
@@ -85,10 +94,12 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	go func() { _ = srv.Serve(l) }()
 	watched := make(chan struct{})
 	if o.watch {
+		watching := make(chan struct{})
 		go func() {
 			defer close(watched)
-			_ = loader.Watch(ctx, WatchConfig{Debounce: 50 * time.Millisecond, Poll: 500 * time.Millisecond})
+			_ = loader.Watch(ctx, WatchConfig{Debounce: 200 * time.Millisecond, Poll: o.poll, Watching: func() { close(watching) }})
 		}()
+		<-watching
 	} else {
 		close(watched)
 	}
@@ -131,4 +142,30 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// reloads is the value of toolpdp_bundle_reloads_total{result}.
+func (ts *testServer) reloads(t *testing.T, result string) float64 {
+	t.Helper()
+	mfs, err := ts.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "toolpdp_bundle_reloads_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// revision is the policy revision a Decide is answered with now.
+func (ts *testServer) revision(t *testing.T) string {
+	t.Helper()
+	return ts.decide(t, &pb.DecideRequest{AgentId: "__probe__", ToolName: "Read"}).PolicyRevision
 }

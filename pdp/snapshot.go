@@ -225,7 +225,7 @@ func libraryTables(bundles []*Bundle) (libTables, error) {
 			return libTables{}, fmt.Errorf("%s: toolpdp.tables: %w", b.dataFileOf(LibraryRoot, "tables"), err)
 		}
 		out := libTables{tables: tables{fileTools: t.FileTools, shellTools: t.ShellTools}, builtins: map[string]bool{}}
-		for _, m := range []map[string]bool{t.ShellTools, keys(t.FileTools), keys(t.Categories)} {
+		for _, m := range []map[string]bool{t.ShellTools, keySet(t.FileTools), keySet(t.Categories)} {
 			for k := range m {
 				out.builtins[k] = true
 			}
@@ -235,7 +235,7 @@ func libraryTables(bundles []*Bundle) (libTables, error) {
 	return libTables{}, errors.New("no bundle holds the library's data.toolpdp.tables")
 }
 
-func keys[V any](m map[string]V) map[string]bool {
+func keySet[V any](m map[string]V) map[string]bool {
 	out := make(map[string]bool, len(m))
 	for k := range m {
 		out[k] = true

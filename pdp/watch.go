@@ -20,6 +20,8 @@ type WatchConfig struct {
 	// Poll: how often the bundles' content hash is compared, the safety net
 	// for events a file system does not send (NFS, FUSE, overflows).
 	Poll time.Duration
+	// Watching, when set, is called once every watch is in place.
+	Watching func()
 }
 
 // Watch reloads the bundles when they change, until ctx ends. It watches
@@ -37,6 +39,9 @@ func (l *Loader) Watch(ctx context.Context, c WatchConfig) error {
 		if !IsRemote(p) {
 			l.watchTree(w, p)
 		}
+	}
+	if c.Watching != nil {
+		c.Watching()
 	}
 	poll := time.NewTicker(c.Poll)
 	defer poll.Stop()
