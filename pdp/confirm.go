@@ -37,7 +37,21 @@ func (e *Engine) Confirm(req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
 		return nil, status.Errorf(codes.NotFound, "decision_id: %q expired before it was confirmed", req.GetDecisionId())
 	}
 	halt := e.sessions.Record(ask.AgentID, ask.SessionID, effectName(answer), ask.maxDenials, now)
-	e.log.Info("confirmation", "decision_id", ask.DecisionID, "agent_id", ask.AgentID, "session_id", ask.SessionID,
-		"tool_name", ask.ToolName, "result", req.GetResult(), "deny_message", req.GetDenyMessage())
+	e.dlog.record(logEntry{kind: "confirmation", at: now, confirm: req, ask: ask, halt: halt})
 	return &pb.ConfirmResponse{Decision: answer, Halt: halt}, nil
+}
+
+// ListPending lists the asks no person has answered yet, oldest first.
+func (e *Engine) ListPending(agentID string) []PendingAsk {
+	all := e.pending.List(e.now())
+	if agentID == "" {
+		return all
+	}
+	out := all[:0]
+	for _, a := range all {
+		if a.AgentID == agentID {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -22,6 +22,7 @@ type Engine struct {
 	current  atomic.Pointer[Snapshot]
 	sessions *Sessions
 	pending  *Pending
+	dlog     *DecisionLog
 	log      *slog.Logger
 	timeout  time.Duration
 	now      func() time.Time
@@ -33,6 +34,7 @@ type EngineConfig struct {
 	EvalTimeout time.Duration    // bound on one evaluation
 	Sessions    *Sessions        // session state; required
 	Pending     *Pending         // asks awaiting Confirm; required
+	DecisionLog *DecisionLog     // where decisions are logged; nil: nowhere
 	Now         func() time.Time // clock; time.Now when nil
 }
 
@@ -41,7 +43,7 @@ func NewEngine(c EngineConfig) *Engine {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	return &Engine{sessions: c.Sessions, pending: c.Pending, log: c.Logger, timeout: c.EvalTimeout, now: c.Now}
+	return &Engine{sessions: c.Sessions, pending: c.Pending, dlog: c.DecisionLog, log: c.Logger, timeout: c.EvalTimeout, now: c.Now}
 }
 
 // Swap makes s the snapshot every later request uses.
@@ -56,7 +58,9 @@ func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideRe
 	resp := &pb.DecideResponse{DecisionId: newDecisionID()}
 	snap := e.current.Load()
 	if snap == nil {
-		return denyResponse(resp, "policy", "no_policy", "no policy is loaded yet: every tool call is denied until a bundle loads")
+		denyResponse(resp, "policy", "no_policy", "no policy is loaded yet: every tool call is denied until a bundle loads")
+		e.dlog.record(logEntry{kind: "decision", at: now, req: req, resp: resp, agentID: req.GetAgentId()})
+		return resp
 	}
 	resp.PolicyRevision = snap.Revision
 	agentID := req.GetAgentId()
@@ -64,7 +68,10 @@ func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideRe
 		agentID = DefaultAgent
 	}
 	agent := e.sessions.Pin(agentID, req.GetSessionId(), snap.agents[agentID], now)
-	if err := e.evaluate(ctx, snap, agentID, agent, req, resp); err != nil {
+	evalStart := time.Now()
+	err := e.evaluate(ctx, snap, agentID, agent, req, resp)
+	evalNs := time.Since(evalStart).Nanoseconds()
+	if err != nil {
 		e.log.Error("evaluation failed", "agent_id", agentID, "tool_name", req.GetToolName(), "revision", snap.Revision, "error", err)
 		denyResponse(resp, "policy", "evaluation_error", fmt.Sprintf("the policy could not be evaluated, so the call is denied: %v", err))
 	}
@@ -79,10 +86,12 @@ func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideRe
 		})
 	}
 	if resp.Decision == pb.Decision_DECISION_ASK {
-		e.pending.Add(resp.DecisionId, agentID, req.GetSessionId(), req.GetToolName(), max, now)
+		e.pending.Add(PendingAsk{DecisionID: resp.DecisionId, AgentID: agentID, SessionID: req.GetSessionId(), ToolName: req.GetToolName(),
+			Message: resp.Message, Created: now, maxDenials: max})
 	} else {
 		e.pending.NotAsk(resp.DecisionId)
 	}
+	e.dlog.record(logEntry{kind: "decision", at: now, req: req, resp: resp, bundles: snap.Bundles, evalNs: evalNs, agentID: agentID})
 	return resp
 }
 

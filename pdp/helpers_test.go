@@ -11,6 +11,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -168,4 +169,13 @@ func (ts *testServer) reloads(t *testing.T, result string) float64 {
 func (ts *testServer) revision(t *testing.T) string {
 	t.Helper()
 	return ts.decide(t, &pb.DecideRequest{AgentId: "__probe__", ToolName: "Read"}).PolicyRevision
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

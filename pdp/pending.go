@@ -11,6 +11,7 @@ type PendingAsk struct {
 	AgentID    string
 	SessionID  string
 	ToolName   string
+	Message    string
 	Created    time.Time
 	maxDenials int
 }
@@ -59,15 +60,15 @@ func (p *Pending) WasNotAsk(id string) bool {
 }
 
 // Add records an ask.
-func (p *Pending) Add(id, agentID, sessionID, tool string, maxDenials int, now time.Time) {
+func (p *Pending) Add(a PendingAsk) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.asks) >= p.max && len(p.order) > 0 {
 		delete(p.asks, p.order[0])
 		p.order = p.order[1:]
 	}
-	p.asks[id] = &PendingAsk{DecisionID: id, AgentID: agentID, SessionID: sessionID, ToolName: tool, Created: now, maxDenials: maxDenials}
-	p.order = append(p.order, id)
+	p.asks[a.DecisionID] = &a
+	p.order = append(p.order, a.DecisionID)
 	if len(p.order) > 2*p.max { // answered ids linger in order; compact now and then
 		kept := p.order[:0]
 		for _, id := range p.order {

@@ -183,6 +183,16 @@ func (s *Server) EndSession(_ context.Context, req *pb.EndSessionRequest) (*pb.E
 	return &pb.EndSessionResponse{Found: s.engine.EndSession(req.GetAgentId(), req.GetSessionId())}, nil
 }
 
+// ListPending implements DecisionService.
+func (s *Server) ListPending(_ context.Context, req *pb.ListPendingRequest) (*pb.ListPendingResponse, error) {
+	out := &pb.ListPendingResponse{}
+	for _, a := range s.engine.ListPending(req.GetAgentId()) {
+		out.Asks = append(out.Asks, &pb.PendingAsk{DecisionId: a.DecisionID, AgentId: a.AgentID, SessionId: a.SessionID,
+			ToolName: a.ToolName, Message: a.Message, CreatedUnixNanos: a.Created.UnixNano()})
+	}
+	return out, nil
+}
+
 // Status implements DecisionService.
 func (s *Server) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
 	out := &pb.StatusResponse{}

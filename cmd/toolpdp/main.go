@@ -5,6 +5,8 @@
 //	toolpdp test   PATH...                                 run bundles' _test.rego
 //	toolpdp decide [--bundle PATH]...                      decide one request from stdin
 //	toolpdp status [--addr ADDR]                           ask a running server what it serves
+//	toolpdp pending [--addr ADDR]                          list the asks waiting for a person
+//	toolpdp replay --bundle PATH... LOG...                 diff a candidate bundle against logged decisions
 //
 // Exit codes: 0 success; 1 the bundle, test or request failed; 2 bad usage.
 package main
@@ -27,6 +29,8 @@ const usage = `usage:
   toolpdp test   [--coverage] PATH...                             run the bundles' _test.rego files
   toolpdp decide [--bundle PATH]...                               decide one DecideRequest (JSON on stdin)
   toolpdp status [--addr ADDR]                                    a running server's policy revision and last reload error
+  toolpdp pending [--addr ADDR]                                   the asks waiting for a person
+  toolpdp replay --bundle PATH... LOG...                          which logged decisions a candidate bundle would change
 Run 'toolpdp COMMAND -h' for a command's flags.
 `
 
@@ -53,7 +57,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return errUsage
 	}
 	cmds := map[string]func(context.Context, []string, io.Reader, io.Writer, io.Writer) error{
-		"serve": serve, "check": check, "test": test, "decide": decide, "status": status,
+		"serve": serve, "check": check, "test": test, "decide": decide, "status": status, "pending": pending, "replay": replay,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

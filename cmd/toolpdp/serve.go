@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/toolpdp/toolpdp/pdp"
 )
@@ -44,6 +45,12 @@ type serveConfig struct {
 	waitForBundle    bool
 	grace            time.Duration
 	logLevel         string
+	decisionLog      string
+	logQueue         int
+	logWhenFull      string
+	logMaxMB         int
+	logMaxBackups    int
+	logRedact        string
 	verifyKey        string
 	verifyKeyID      string
 	verifyAlg        string
@@ -68,6 +75,12 @@ func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
 	fs.BoolVar(&c.waitForBundle, "wait-for-bundle", false, "start even if a --bundle is missing or invalid; deny until it loads")
 	fs.DurationVar(&c.grace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.decisionLog, "decision-log", "stdout", "where decisions are logged as JSON lines: stdout, off, or a file path (rotated by size)")
+	fs.IntVar(&c.logQueue, "decision-log-queue", 10000, "decisions waiting to be written at most")
+	fs.StringVar(&c.logWhenFull, "decision-log-when-full", "drop", "when the queue is full: drop (and count in toolpdp_decision_log_dropped_total) or block")
+	fs.IntVar(&c.logMaxMB, "decision-log-max-mb", 100, "a decision-log file is rotated past this size")
+	fs.IntVar(&c.logMaxBackups, "decision-log-max-backups", 5, "rotated decision-log files kept")
+	fs.StringVar(&c.logRedact, "decision-log-redact", strings.Join(pdp.DefaultRedact, ","), "env and args names to mask in the decision log (comma-separated; a name containing one is masked)")
 	fs.StringVar(&c.verifyKey, "verification-key", "", "PEM public key (or HMAC secret) file: bundles must be signed with it (.signatures.json)")
 	fs.StringVar(&c.verifyKeyID, "verification-key-id", "default", "the key id the bundles' signatures name")
 	fs.StringVar(&c.verifyAlg, "verification-alg", "RS256", "the signing algorithm of --verification-key")
@@ -94,8 +107,14 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	dlog, err := decisionLog(c, log, reg)
+	if err != nil {
+		return err
+	}
+	defer dlog.Close() // after the server has stopped: flushes what is queued
 	sessions := pdp.NewSessions(c.maxSessions, c.sessionIdle)
-	engine := pdp.NewEngine(pdp.EngineConfig{Logger: log, EvalTimeout: c.evalTimeout, Sessions: sessions, Pending: pdp.NewPending(c.maxPending, c.pendingTTL)})
+	engine := pdp.NewEngine(pdp.EngineConfig{Logger: log, EvalTimeout: c.evalTimeout, Sessions: sessions,
+		Pending: pdp.NewPending(c.maxPending, c.pendingTTL), DecisionLog: dlog})
 	vc, err := verification(c.verifyKey, c.verifyKeyID, c.verifyAlg)
 	if err != nil {
 		return err
@@ -179,6 +198,30 @@ func shutdown(srv *grpc.Server, s *pdp.Server, grace time.Duration, log *slog.Lo
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// decisionLog opens the decision log the flags ask for; nil when off.
+func decisionLog(c *serveConfig, log *slog.Logger, reg prometheus.Registerer) (*pdp.DecisionLog, error) {
+	var w io.Writer
+	switch c.decisionLog {
+	case "off", "":
+		return nil, nil
+	case "stdout":
+		w = os.Stdout
+	default:
+		w = &lumberjack.Logger{Filename: c.decisionLog, MaxSize: c.logMaxMB, MaxBackups: c.logMaxBackups}
+	}
+	if c.logWhenFull != "drop" && c.logWhenFull != "block" {
+		return nil, fmt.Errorf("%w: --decision-log-when-full: %q is not drop or block", errUsage, c.logWhenFull)
+	}
+	var redact []string
+	for _, r := range strings.Split(c.logRedact, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			redact = append(redact, r)
+		}
+	}
+	return pdp.NewDecisionLog(pdp.DecisionLogConfig{Writer: w, QueueSize: c.logQueue, Block: c.logWhenFull == "block",
+		Redact: redact, Logger: log, Registerer: reg})
 }
 
 // verification is the signature check --verification-key asks for, or nil.

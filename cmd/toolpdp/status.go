@@ -22,11 +22,7 @@ func status(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	target := *addr
-	if !strings.HasPrefix(target, "unix://") {
-		target = "passthrough:///" + target
-	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := dial(*addr)
 	if err != nil {
 		return err
 	}
@@ -49,4 +45,41 @@ func status(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		return fmt.Errorf("the last reload was rejected; revision %q keeps serving", st.PolicyRevision)
 	}
 	return nil
+}
+
+// pending lists the asks a running server holds for a person to answer.
+func pending(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("pending", stderr)
+	addr := fs.String("addr", DefaultListen, "the server: host:port or unix:///path")
+	agent := fs.String("agent", "", "only this agent's asks")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	conn, err := dial(*addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := pb.NewDecisionServiceClient(conn).ListPending(ctx, &pb.ListPendingRequest{AgentId: *agent})
+	if err != nil {
+		return fmt.Errorf("%s: %w", *addr, err)
+	}
+	now := time.Now()
+	for _, a := range resp.Asks {
+		waited := now.Sub(time.Unix(0, a.CreatedUnixNanos)).Round(time.Second)
+		fmt.Fprintf(stdout, "%s\tagent=%s\tsession=%s\ttool=%s\twaiting=%s\t%s\n", a.DecisionId, a.AgentId, a.SessionId, a.ToolName, waited, a.Message)
+	}
+	fmt.Fprintf(stdout, "%d waiting\n", len(resp.Asks))
+	return nil
+}
+
+// dial connects to a running server, over TCP or a unix socket.
+func dial(addr string) (*grpc.ClientConn, error) {
+	target := addr
+	if !strings.HasPrefix(target, "unix://") {
+		target = "passthrough:///" + target
+	}
+	return grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 }

@@ -981,6 +981,179 @@ func (x *BundleStatus) GetRevision() string {
 	return ""
 }
 
+type ListPendingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"` // only this agent's; "" for all
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingRequest) Reset() {
+	*x = ListPendingRequest{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingRequest) ProtoMessage() {}
+
+func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
+func (*ListPendingRequest) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListPendingRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+type ListPendingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Asks          []*PendingAsk          `protobuf:"bytes,1,rep,name=asks,proto3" json:"asks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingResponse) Reset() {
+	*x = ListPendingResponse{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingResponse) ProtoMessage() {}
+
+func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
+func (*ListPendingResponse) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListPendingResponse) GetAsks() []*PendingAsk {
+	if x != nil {
+		return x.Asks
+	}
+	return nil
+}
+
+// PendingAsk is an ask decision no person has answered yet.
+type PendingAsk struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	DecisionId       string                 `protobuf:"bytes,1,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	AgentId          string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	SessionId        string                 `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ToolName         string                 `protobuf:"bytes,4,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	Message          string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	CreatedUnixNanos int64                  `protobuf:"varint,6,opt,name=created_unix_nanos,json=createdUnixNanos,proto3" json:"created_unix_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PendingAsk) Reset() {
+	*x = PendingAsk{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingAsk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingAsk) ProtoMessage() {}
+
+func (x *PendingAsk) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingAsk.ProtoReflect.Descriptor instead.
+func (*PendingAsk) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PendingAsk) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
+}
+
+func (x *PendingAsk) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *PendingAsk) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PendingAsk) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *PendingAsk) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *PendingAsk) GetCreatedUnixNanos() int64 {
+	if x != nil {
+		return x.CreatedUnixNanos
+	}
+	return 0
+}
+
 var File_toolpdp_v1_toolpdp_proto protoreflect.FileDescriptor
 
 const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
@@ -1056,7 +1229,21 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x11loaded_unix_nanos\x18\x04 \x01(\x03R\x0floadedUnixNanos\">\n" +
 	"\fBundleStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\tR\brevision*I\n" +
+	"\brevision\x18\x02 \x01(\tR\brevision\"/\n" +
+	"\x12ListPendingRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\"A\n" +
+	"\x13ListPendingResponse\x12*\n" +
+	"\x04asks\x18\x01 \x03(\v2\x16.toolpdp.v1.PendingAskR\x04asks\"\xcc\x01\n" +
+	"\n" +
+	"PendingAsk\x12\x1f\n" +
+	"\vdecision_id\x18\x01 \x01(\tR\n" +
+	"decisionId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\ttool_name\x18\x04 \x01(\tR\btoolName\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12,\n" +
+	"\x12created_unix_nanos\x18\x06 \x01(\x03R\x10createdUnixNanos*I\n" +
 	"\bCategory\x12\x18\n" +
 	"\x14CATEGORY_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rCATEGORY_SAFE\x10\x01\x12\x10\n" +
@@ -1065,13 +1252,14 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_ALLOW\x10\x01\x12\x11\n" +
 	"\rDECISION_DENY\x10\x02\x12\x10\n" +
-	"\fDECISION_ASK\x10\x032\xa4\x02\n" +
+	"\fDECISION_ASK\x10\x032\xf4\x02\n" +
 	"\x0fDecisionService\x12?\n" +
 	"\x06Decide\x12\x19.toolpdp.v1.DecideRequest\x1a\x1a.toolpdp.v1.DecideResponse\x12B\n" +
 	"\aConfirm\x12\x1a.toolpdp.v1.ConfirmRequest\x1a\x1b.toolpdp.v1.ConfirmResponse\x12K\n" +
 	"\n" +
 	"EndSession\x12\x1d.toolpdp.v1.EndSessionRequest\x1a\x1e.toolpdp.v1.EndSessionResponse\x12?\n" +
-	"\x06Status\x12\x19.toolpdp.v1.StatusRequest\x1a\x1a.toolpdp.v1.StatusResponseB7Z5github.com/toolpdp/toolpdp/proto/toolpdp/v1;toolpdpv1b\x06proto3"
+	"\x06Status\x12\x19.toolpdp.v1.StatusRequest\x1a\x1a.toolpdp.v1.StatusResponse\x12N\n" +
+	"\vListPending\x12\x1e.toolpdp.v1.ListPendingRequest\x1a\x1f.toolpdp.v1.ListPendingResponseB7Z5github.com/toolpdp/toolpdp/proto/toolpdp/v1;toolpdpv1b\x06proto3"
 
 var (
 	file_toolpdp_v1_toolpdp_proto_rawDescOnce sync.Once
@@ -1086,56 +1274,62 @@ func file_toolpdp_v1_toolpdp_proto_rawDescGZIP() []byte {
 }
 
 var file_toolpdp_v1_toolpdp_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
-	(Category)(0),              // 0: toolpdp.v1.Category
-	(Decision)(0),              // 1: toolpdp.v1.Decision
-	(*DecideRequest)(nil),      // 2: toolpdp.v1.DecideRequest
-	(*DecideResponse)(nil),     // 3: toolpdp.v1.DecideResponse
-	(*Reason)(nil),             // 4: toolpdp.v1.Reason
-	(*Execution)(nil),          // 5: toolpdp.v1.Execution
-	(*ExecutionPolicy)(nil),    // 6: toolpdp.v1.ExecutionPolicy
-	(*PathList)(nil),           // 7: toolpdp.v1.PathList
-	(*EnvSpec)(nil),            // 8: toolpdp.v1.EnvSpec
-	(*ConfirmRequest)(nil),     // 9: toolpdp.v1.ConfirmRequest
-	(*ConfirmResponse)(nil),    // 10: toolpdp.v1.ConfirmResponse
-	(*EndSessionRequest)(nil),  // 11: toolpdp.v1.EndSessionRequest
-	(*EndSessionResponse)(nil), // 12: toolpdp.v1.EndSessionResponse
-	(*StatusRequest)(nil),      // 13: toolpdp.v1.StatusRequest
-	(*StatusResponse)(nil),     // 14: toolpdp.v1.StatusResponse
-	(*BundleStatus)(nil),       // 15: toolpdp.v1.BundleStatus
-	nil,                        // 16: toolpdp.v1.DecideRequest.EnvEntry
-	nil,                        // 17: toolpdp.v1.Execution.EnvEntry
-	(*structpb.Struct)(nil),    // 18: google.protobuf.Struct
+	(Category)(0),               // 0: toolpdp.v1.Category
+	(Decision)(0),               // 1: toolpdp.v1.Decision
+	(*DecideRequest)(nil),       // 2: toolpdp.v1.DecideRequest
+	(*DecideResponse)(nil),      // 3: toolpdp.v1.DecideResponse
+	(*Reason)(nil),              // 4: toolpdp.v1.Reason
+	(*Execution)(nil),           // 5: toolpdp.v1.Execution
+	(*ExecutionPolicy)(nil),     // 6: toolpdp.v1.ExecutionPolicy
+	(*PathList)(nil),            // 7: toolpdp.v1.PathList
+	(*EnvSpec)(nil),             // 8: toolpdp.v1.EnvSpec
+	(*ConfirmRequest)(nil),      // 9: toolpdp.v1.ConfirmRequest
+	(*ConfirmResponse)(nil),     // 10: toolpdp.v1.ConfirmResponse
+	(*EndSessionRequest)(nil),   // 11: toolpdp.v1.EndSessionRequest
+	(*EndSessionResponse)(nil),  // 12: toolpdp.v1.EndSessionResponse
+	(*StatusRequest)(nil),       // 13: toolpdp.v1.StatusRequest
+	(*StatusResponse)(nil),      // 14: toolpdp.v1.StatusResponse
+	(*BundleStatus)(nil),        // 15: toolpdp.v1.BundleStatus
+	(*ListPendingRequest)(nil),  // 16: toolpdp.v1.ListPendingRequest
+	(*ListPendingResponse)(nil), // 17: toolpdp.v1.ListPendingResponse
+	(*PendingAsk)(nil),          // 18: toolpdp.v1.PendingAsk
+	nil,                         // 19: toolpdp.v1.DecideRequest.EnvEntry
+	nil,                         // 20: toolpdp.v1.Execution.EnvEntry
+	(*structpb.Struct)(nil),     // 21: google.protobuf.Struct
 }
 var file_toolpdp_v1_toolpdp_proto_depIdxs = []int32{
 	0,  // 0: toolpdp.v1.DecideRequest.category:type_name -> toolpdp.v1.Category
-	18, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
-	16, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
+	21, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
+	19, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
 	6,  // 3: toolpdp.v1.DecideRequest.execution_policy:type_name -> toolpdp.v1.ExecutionPolicy
 	1,  // 4: toolpdp.v1.DecideResponse.decision:type_name -> toolpdp.v1.Decision
 	4,  // 5: toolpdp.v1.DecideResponse.reasons:type_name -> toolpdp.v1.Reason
 	5,  // 6: toolpdp.v1.DecideResponse.execution:type_name -> toolpdp.v1.Execution
 	1,  // 7: toolpdp.v1.Reason.effect:type_name -> toolpdp.v1.Decision
-	17, // 8: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
+	20, // 8: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
 	8,  // 9: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
 	7,  // 10: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
 	7,  // 11: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
 	1,  // 12: toolpdp.v1.ConfirmResponse.decision:type_name -> toolpdp.v1.Decision
 	15, // 13: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
-	2,  // 14: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
-	9,  // 15: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
-	11, // 16: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
-	13, // 17: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
-	3,  // 18: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
-	10, // 19: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
-	12, // 20: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
-	14, // 21: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	18, // 14: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
+	2,  // 15: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
+	9,  // 16: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
+	11, // 17: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
+	13, // 18: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
+	16, // 19: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
+	3,  // 20: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
+	10, // 21: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
+	12, // 22: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
+	14, // 23: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
+	17, // 24: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_toolpdp_v1_toolpdp_proto_init() }
@@ -1149,7 +1343,7 @@ func file_toolpdp_v1_toolpdp_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolpdp_v1_toolpdp_proto_rawDesc), len(file_toolpdp_v1_toolpdp_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,10 +23,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	DecisionService_Decide_FullMethodName     = "/toolpdp.v1.DecisionService/Decide"
-	DecisionService_Confirm_FullMethodName    = "/toolpdp.v1.DecisionService/Confirm"
-	DecisionService_EndSession_FullMethodName = "/toolpdp.v1.DecisionService/EndSession"
-	DecisionService_Status_FullMethodName     = "/toolpdp.v1.DecisionService/Status"
+	DecisionService_Decide_FullMethodName      = "/toolpdp.v1.DecisionService/Decide"
+	DecisionService_Confirm_FullMethodName     = "/toolpdp.v1.DecisionService/Confirm"
+	DecisionService_EndSession_FullMethodName  = "/toolpdp.v1.DecisionService/EndSession"
+	DecisionService_Status_FullMethodName      = "/toolpdp.v1.DecisionService/Status"
+	DecisionService_ListPending_FullMethodName = "/toolpdp.v1.DecisionService/ListPending"
 )
 
 // DecisionServiceClient is the client API for DecisionService service.
@@ -44,6 +45,8 @@ type DecisionServiceClient interface {
 	EndSession(ctx context.Context, in *EndSessionRequest, opts ...grpc.CallOption) (*EndSessionResponse, error)
 	// Status reports the active policy revision and the last reload error.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// ListPending lists the asks still waiting for a person, oldest first.
+	ListPending(ctx context.Context, in *ListPendingRequest, opts ...grpc.CallOption) (*ListPendingResponse, error)
 }
 
 type decisionServiceClient struct {
@@ -94,6 +97,16 @@ func (c *decisionServiceClient) Status(ctx context.Context, in *StatusRequest, o
 	return out, nil
 }
 
+func (c *decisionServiceClient) ListPending(ctx context.Context, in *ListPendingRequest, opts ...grpc.CallOption) (*ListPendingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPendingResponse)
+	err := c.cc.Invoke(ctx, DecisionService_ListPending_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DecisionServiceServer is the server API for DecisionService service.
 // All implementations must embed UnimplementedDecisionServiceServer
 // for forward compatibility.
@@ -109,6 +122,8 @@ type DecisionServiceServer interface {
 	EndSession(context.Context, *EndSessionRequest) (*EndSessionResponse, error)
 	// Status reports the active policy revision and the last reload error.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// ListPending lists the asks still waiting for a person, oldest first.
+	ListPending(context.Context, *ListPendingRequest) (*ListPendingResponse, error)
 	mustEmbedUnimplementedDecisionServiceServer()
 }
 
@@ -130,6 +145,9 @@ func (UnimplementedDecisionServiceServer) EndSession(context.Context, *EndSessio
 }
 func (UnimplementedDecisionServiceServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedDecisionServiceServer) ListPending(context.Context, *ListPendingRequest) (*ListPendingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPending not implemented")
 }
 func (UnimplementedDecisionServiceServer) mustEmbedUnimplementedDecisionServiceServer() {}
 func (UnimplementedDecisionServiceServer) testEmbeddedByValue()                         {}
@@ -224,6 +242,24 @@ func _DecisionService_Status_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DecisionService_ListPending_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPendingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DecisionServiceServer).ListPending(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DecisionService_ListPending_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DecisionServiceServer).ListPending(ctx, req.(*ListPendingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DecisionService_ServiceDesc is the grpc.ServiceDesc for DecisionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -246,6 +282,10 @@ var DecisionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _DecisionService_Status_Handler,
+		},
+		{
+			MethodName: "ListPending",
+			Handler:    _DecisionService_ListPending_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,173 @@
+package pdp
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// Agent "a" with the rm tool disabled and a cap of 3 consecutive denials.
+const sessionAgents = `{"a": {"tools": [{"type": "agent_toolset", "configs": [{"name": "rm", "enabled": false}, {"name": "bash", "permission_policy": {"type": "always_ask"}}]}], "max_consecutive_denials": 3}}`
+
+// Many sessions from many goroutines: each session's denial count and halt
+// are its own.
+func TestManySessionsConcurrently(t *testing.T) {
+	dir := writeBundle(t, map[string]string{".manifest": manifest("s"), "agents/data.json": sessionAgents})
+	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	var wg sync.WaitGroup
+	var wrong atomic.Int64
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range 25 {
+				sid := fmt.Sprintf("g%d-s%d", g, s)
+				for i := 1; i <= 5; i++ {
+					resp, err := ts.client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "rm"})
+					if err != nil || resp.Halt != (i >= 3) {
+						wrong.Add(1)
+					}
+				}
+				// An allow resets the count.
+				if resp, err := ts.client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "ls"}); err != nil || resp.Halt {
+					wrong.Add(1)
+				}
+				if resp, err := ts.client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "rm"}); err != nil || resp.Halt {
+					wrong.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if wrong.Load() != 0 {
+		t.Fatalf("%d answers with a wrong halt or an error", wrong.Load())
+	}
+	if n := ts.engine.sessions.Len(); n != 200 {
+		t.Fatalf("%d sessions held, want 200", n)
+	}
+}
+
+// The number of pins is bounded; the longest idle is released first, and
+// comes back with the newest definition.
+func TestPinEvictionAtTheBound(t *testing.T) {
+	dir := writeBundle(t, map[string]string{".manifest": manifest("v1"), "agents/data.json": `{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`})
+	ts := startServer(t, serverOpts{bundles: []string{dir}, sessions: NewSessions(2, time.Hour)})
+	decide := func(sid string) pb.Decision {
+		return ts.decide(t, &pb.DecideRequest{AgentId: "b", SessionId: sid, ToolName: "bash"}).Decision
+	}
+	decide("s1")
+	decide("s2")
+	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(`{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}]}}`))
+	if err := ts.loader.Reload(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if decide("s1") != pb.Decision_DECISION_ALLOW {
+		t.Fatal("s1 lost its pin before the bound was reached")
+	}
+	decide("s3") // the third session: s2, idle longest, is released
+	if ts.engine.sessions.Len() != 2 {
+		t.Fatalf("%d sessions, want the bound of 2", ts.engine.sessions.Len())
+	}
+	if decide("s2") != pb.Decision_DECISION_ASK {
+		t.Fatal("s2 was not released at the bound: it kept its old definition")
+	}
+}
+
+func TestIdleTimeoutAndEndSessionReleasePins(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	dir := writeBundle(t, map[string]string{".manifest": manifest("v1"), "agents/data.json": `{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`})
+	ts := startServer(t, serverOpts{bundles: []string{dir}, sessions: NewSessions(100, time.Minute), now: now})
+	decide := func(sid string) pb.Decision {
+		return ts.decide(t, &pb.DecideRequest{AgentId: "b", SessionId: sid, ToolName: "bash"}).Decision
+	}
+	decide("idle")
+	decide("ended")
+	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(`{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}]}}`))
+	if err := ts.loader.Reload(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := ts.client.EndSession(context.Background(), &pb.EndSessionRequest{AgentId: "b", SessionId: "ended"})
+	if err != nil || !resp.Found {
+		t.Fatalf("EndSession: %v %v", resp, err)
+	}
+	if decide("ended") != pb.Decision_DECISION_ASK {
+		t.Fatal("an ended session kept its pin")
+	}
+	if decide("idle") != pb.Decision_DECISION_ALLOW {
+		t.Fatal("a session in use lost its pin")
+	}
+	clock.Add(int64(2 * time.Minute))
+	if decide("idle") != pb.Decision_DECISION_ASK {
+		t.Fatal("a session idle past the timeout kept its pin")
+	}
+	if _, err := ts.client.EndSession(context.Background(), &pb.EndSessionRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("EndSession without session_id: %v", err)
+	}
+}
+
+func TestConfirm(t *testing.T) {
+	dir := writeBundle(t, map[string]string{".manifest": manifest("c"), "agents/data.json": sessionAgents})
+	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ctx := context.Background()
+	ask := func(sid string) string {
+		resp := ts.decide(t, &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "bash"})
+		if resp.Decision != pb.Decision_DECISION_ASK {
+			t.Fatalf("bash: %s", resp.Decision)
+		}
+		return resp.DecisionId
+	}
+	code := func(req *pb.ConfirmRequest) codes.Code {
+		_, err := ts.client.Confirm(ctx, req)
+		return status.Code(err)
+	}
+	id := ask("s")
+	pending, err := ts.client.ListPending(ctx, &pb.ListPendingRequest{AgentId: "a"})
+	if err != nil || len(pending.Asks) != 1 || pending.Asks[0].DecisionId != id || !strings.Contains(pending.Asks[0].Message, "confirmation") {
+		t.Fatalf("ListPending: %v %v", pending, err)
+	}
+	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "allow", DenyMessage: "no"}); c != codes.InvalidArgument {
+		t.Fatalf("deny_message with allow: %s", c)
+	}
+	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "maybe"}); c != codes.InvalidArgument {
+		t.Fatalf("result maybe: %s", c)
+	}
+	if c := code(&pb.ConfirmRequest{DecisionId: "nope", Result: "allow"}); c != codes.NotFound {
+		t.Fatalf("unknown id: %s", c)
+	}
+	allowID := ts.decide(t, &pb.DecideRequest{AgentId: "a", ToolName: "ls"}).DecisionId
+	if c := code(&pb.ConfirmRequest{DecisionId: allowID, Result: "allow"}); c != codes.FailedPrecondition {
+		t.Fatalf("a decision that was not ask: %s", c)
+	}
+	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "allow"}); c != codes.OK {
+		t.Fatalf("a good confirm: %s", c)
+	}
+	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "allow"}); c != codes.NotFound {
+		t.Fatalf("a second confirm of the same ask: %s", c)
+	}
+	// Confirmed denials count toward the cap of 3, with decisions' denials.
+	ts.decide(t, &pb.DecideRequest{AgentId: "a", SessionId: "cap", ToolName: "rm"})
+	for i, want := range []bool{false, true} {
+		resp, err := ts.client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask("cap"), Result: "deny", DenyMessage: "use the staging copy"})
+		if err != nil || resp.Halt != want || resp.Decision != pb.Decision_DECISION_DENY {
+			t.Fatalf("confirm deny %d: %v %v; want halt %v", i, resp, err, want)
+		}
+	}
+	if resp := ts.decide(t, &pb.DecideRequest{AgentId: "a", SessionId: "cap", ToolName: "rm"}); !resp.Halt {
+		t.Fatal("a denial after the cap does not halt")
+	}
+	if pending, _ := ts.client.ListPending(ctx, &pb.ListPendingRequest{}); len(pending.Asks) != 0 {
+		t.Fatalf("answered asks still pending: %v", pending.Asks)
+	}
+}
