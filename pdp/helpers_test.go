@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -43,6 +44,9 @@ type serverOpts struct {
 	timeout  time.Duration      // evaluation bound; 5s when zero
 	poll     time.Duration      // watcher's content poll; 500ms when zero
 	verify   *bundle.VerificationConfig
+	creds    credentials.TransportCredentials // server TLS
+	dialTLS  credentials.TransportCredentials // the test client's
+	bind     *Workspaces
 }
 
 func startServer(t *testing.T, o serverOpts) *testServer {
@@ -68,7 +72,10 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, s, err := NewServer(engine, loader, ServerConfig{MaxArgsBytes: 64 << 10, Logger: log, Registerer: reg})
+	if o.bind != nil {
+		o.bind.Logger = log
+	}
+	srv, s, err := NewServer(engine, loader, ServerConfig{MaxArgsBytes: 64 << 10, Logger: log, Registerer: reg, Creds: o.creds, Workspaces: o.bind})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +115,11 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	if o.unix {
 		target = "unix://" + address
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	clientCreds := insecure.NewCredentials()
+	if o.dialTLS != nil {
+		clientCreds = o.dialTLS
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(clientCreds))
 	if err != nil {
 		t.Fatal(err)
 	}

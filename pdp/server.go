@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -37,6 +38,8 @@ type ServerConfig struct {
 	MaxArgsBytes int // bound on a request's args (encoded); the message limit follows from it
 	Logger       *slog.Logger
 	Registerer   prometheus.Registerer
+	Creds        credentials.TransportCredentials // TLS or mTLS; nil: plaintext
+	Workspaces   *Workspaces                      // caller binding; nil: none
 }
 
 // Server is the gRPC face of an Engine.
@@ -58,12 +61,16 @@ func NewServer(engine *Engine, loader *Loader, cfg ServerConfig) (*grpc.Server, 
 	if err := cfg.Registerer.Register(metrics); err != nil {
 		return nil, nil, fmt.Errorf("register gRPC metrics: %w", err)
 	}
-	srv := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newUTF8Codec()),
-		grpc.MaxRecvMsgSize(cfg.MaxArgsBytes+64<<10),
+		grpc.MaxRecvMsgSize(cfg.MaxArgsBytes + 64<<10),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(s.chain(metrics)...),
-	)
+	}
+	if cfg.Creds != nil {
+		opts = append(opts, grpc.Creds(cfg.Creds))
+	}
+	srv := grpc.NewServer(opts...)
 	pb.RegisterDecisionServiceServer(srv, s)
 	healthpb.RegisterHealthServer(srv, s.health)
 	reflection.Register(srv)
@@ -78,7 +85,8 @@ func NewServer(engine *Engine, loader *Loader, cfg ServerConfig) (*grpc.Server, 
 //   - metrics, then logging: they see every call, panics included, because
 //   - recovery again, innermost, turns a handler's panic into INTERNAL
 //     before they look at it;
-//   - validation: malformed requests never reach the policy.
+//   - validation: malformed requests never reach the policy;
+//   - workspace binding, when configured: who is asking.
 func (s *Server) chain(metrics *grpcprom.ServerMetrics) []grpc.UnaryServerInterceptor {
 	onPanic := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		s.cfg.Logger.ErrorContext(ctx, "panic in gRPC handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
@@ -87,7 +95,7 @@ func (s *Server) chain(metrics *grpcprom.ServerMetrics) []grpc.UnaryServerInterc
 	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
 		return c.FullMethod() != healthpb.Health_Check_FullMethodName
 	})
-	return []grpc.UnaryServerInterceptor{
+	chain := []grpc.UnaryServerInterceptor{
 		recovery.UnaryServerInterceptor(onPanic),
 		metrics.UnaryServerInterceptor(),
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(s.cfg.Logger),
@@ -96,6 +104,10 @@ func (s *Server) chain(metrics *grpcprom.ServerMetrics) []grpc.UnaryServerInterc
 		recovery.UnaryServerInterceptor(onPanic),
 		s.validate,
 	}
+	if s.cfg.Workspaces.enabled() {
+		chain = append(chain, s.cfg.Workspaces.interceptor)
+	}
+	return chain
 }
 
 // callLevel logs successful calls at debug: at info, logging every decision
@@ -167,8 +179,22 @@ func (s *Server) Shutdown() { s.health.Shutdown() }
 
 // Decide implements DecisionService.
 func (s *Server) Decide(ctx context.Context, req *pb.DecideRequest) (*pb.DecideResponse, error) {
+	if s.cfg.Workspaces.enabled() {
+		if snap := s.engine.Snapshot(); snap != nil {
+			id := req.GetAgentId()
+			if id == "" {
+				id = DefaultAgent
+			}
+			if err := s.cfg.Workspaces.allow(ctx, id, snap.Agent(id)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return s.engine.Decide(ctx, req), nil
 }
+
+// Health is the server's health service, to serve on a probe listener too.
+func (s *Server) Health() *health.Server { return s.health }
 
 // Confirm implements DecisionService.
 func (s *Server) Confirm(_ context.Context, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {

@@ -49,6 +49,7 @@ type Agent struct {
 	Index      ast.Value        // data.toolpdp.index.agents[ID]
 	Policy     *ExecutionPolicy // nil: no execution policy
 	MaxDenials int
+	Workspace  string // "" when the definition names none
 }
 
 // ExecutionPolicy is seed 000's environment axis (SPEC §4). A nil pointer
@@ -177,6 +178,7 @@ func (s *Snapshot) index(ctx context.Context, b *bundle.Bundle) error {
 		}
 		a := &Agent{ID: id, Index: val, MaxDenials: 5}
 		def, _ := defs[id].(map[string]any)
+		a.Workspace, _ = def["workspace"].(string)
 		if n, ok := toFloat(def["max_consecutive_denials"]); ok {
 			a.MaxDenials = int(n)
 		}

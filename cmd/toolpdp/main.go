@@ -43,7 +43,10 @@ func main() {
 	stop()
 	switch {
 	case err == nil:
-	case errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, flag.ErrHelp) || err == errUsage: // the usage is printed already
+		os.Exit(2)
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "toolpdp:", err)
 		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "toolpdp:", err)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/toolpdp/toolpdp/pdp"
@@ -51,6 +55,11 @@ type serveConfig struct {
 	logMaxMB         int
 	logMaxBackups    int
 	logRedact        string
+	tlsCert          string
+	tlsKey           string
+	tlsClientCA      string
+	workspaceTokens  listFlag
+	healthListen     string
 	verifyKey        string
 	verifyKeyID      string
 	verifyAlg        string
@@ -81,6 +90,11 @@ func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
 	fs.IntVar(&c.logMaxMB, "decision-log-max-mb", 100, "a decision-log file is rotated past this size")
 	fs.IntVar(&c.logMaxBackups, "decision-log-max-backups", 5, "rotated decision-log files kept")
 	fs.StringVar(&c.logRedact, "decision-log-redact", strings.Join(pdp.DefaultRedact, ","), "env and args names to mask in the decision log (comma-separated; a name containing one is masked)")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate: serve gRPC over TLS (with --tls-key)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA bundle: require client certificates signed by it (mTLS); a certificate's Common Name is its workspace")
+	fs.Var(&c.workspaceTokens, "workspace-token", "WORKSPACE=FILE: a bearer token, read from FILE, that binds a caller to WORKSPACE (repeatable)")
+	fs.StringVar(&c.healthListen, "health-listen", "", "an extra gRPC address serving only grpc.health.v1, for Kubernetes probes (may be non-loopback)")
 	fs.StringVar(&c.verifyKey, "verification-key", "", "PEM public key (or HMAC secret) file: bundles must be signed with it (.signatures.json)")
 	fs.StringVar(&c.verifyKeyID, "verification-key-id", "default", "the key id the bundles' signatures name")
 	fs.StringVar(&c.verifyAlg, "verification-alg", "RS256", "the signing algorithm of --verification-key")
@@ -128,7 +142,16 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	srv, s, err := pdp.NewServer(engine, loader, pdp.ServerConfig{MaxArgsBytes: c.maxArgsBytes, Logger: log, Registerer: reg})
+	creds, err := transportCredentials(c.tlsCert, c.tlsKey, c.tlsClientCA)
+	if err != nil {
+		return err
+	}
+	workspaces, err := workspaceBinding(c.tlsClientCA != "", c.workspaceTokens, log)
+	if err != nil {
+		return err
+	}
+	srv, s, err := pdp.NewServer(engine, loader, pdp.ServerConfig{MaxArgsBytes: c.maxArgsBytes, Logger: log, Registerer: reg,
+		Creds: creds, Workspaces: workspaces})
 	if err != nil {
 		return err
 	}
@@ -168,10 +191,17 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 		defer stopMetrics()
 	}
 
-	errs := make(chan error, len(listeners))
+	errs := make(chan error, len(listeners)+1)
 	for _, l := range listeners {
 		log.Info("serving", "listen", l.Addr().String(), "network", l.Addr().Network())
 		go func(l net.Listener) { errs <- srv.Serve(l) }(l)
+	}
+	var probes *grpc.Server
+	if c.healthListen != "" {
+		if probes, err = serveHealth(c.healthListen, s, errs, log); err != nil {
+			srv.Stop()
+			return err
+		}
 	}
 	select {
 	case <-ctx.Done():
@@ -180,14 +210,83 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 		srv.Stop()
 		return err
 	}
-	return shutdown(srv, s, c.grace, log)
+	return shutdown(srv, probes, s, c.grace, log)
+}
+
+// serveHealth serves only grpc.health.v1 on addr, for kubelet's gRPC probes,
+// which reach the pod's IP, not its loopback.
+func serveHealth(addr string, s *pdp.Server, errs chan<- error, log *slog.Logger) (*grpc.Server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--health-listen %s: %w", addr, err)
+	}
+	probes := grpc.NewServer()
+	healthpb.RegisterHealthServer(probes, s.Health())
+	log.Info("serving health probes", "listen", l.Addr().String())
+	go func() { errs <- probes.Serve(l) }()
+	return probes, nil
+}
+
+// transportCredentials is TLS when a certificate is given, mTLS when a
+// client CA is given too; nil for plaintext.
+func transportCredentials(certFile, keyFile, clientCA string) (credentials.TransportCredentials, error) {
+	if certFile == "" && keyFile == "" {
+		if clientCA != "" {
+			return nil, fmt.Errorf("%w: --tls-client-ca needs --tls-cert and --tls-key", errUsage)
+		}
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", certFile, keyFile, err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		pemBytes, err := os.ReadFile(clientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pemBytes) {
+			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificate in it", clientCA)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// workspaceBinding reads --workspace-token files; nil when nothing binds.
+func workspaceBinding(mtls bool, specs []string, log *slog.Logger) (*pdp.Workspaces, error) {
+	if !mtls && len(specs) == 0 {
+		return nil, nil
+	}
+	w := &pdp.Workspaces{MTLS: mtls, Tokens: map[string]string{}, Logger: log}
+	for _, spec := range specs {
+		ws, file, ok := strings.Cut(spec, "=")
+		if !ok || ws == "" || file == "" {
+			return nil, fmt.Errorf("%w: --workspace-token %q is not WORKSPACE=FILE", errUsage, spec)
+		}
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--workspace-token %s: %w", ws, err)
+		}
+		token := strings.TrimSpace(string(raw))
+		if len(token) < 16 {
+			return nil, fmt.Errorf("--workspace-token %s: the token in %s is shorter than 16 characters", ws, file)
+		}
+		w.Tokens[token] = ws
+	}
+	return w, nil
 }
 
 // shutdown: health turns NOT_SERVING, new calls are refused, in-flight ones
 // get until grace to finish.
-func shutdown(srv *grpc.Server, s *pdp.Server, grace time.Duration, log *slog.Logger) error {
+func shutdown(srv, probes *grpc.Server, s *pdp.Server, grace time.Duration, log *slog.Logger) error {
 	log.Info("shutting down", "grace", grace.String())
 	s.Shutdown()
+	if probes != nil {
+		defer probes.Stop() // after the main server: probes see NOT_SERVING meanwhile
+	}
 	done := make(chan struct{})
 	go func() { srv.GracefulStop(); close(done) }()
 	select {
