@@ -1,0 +1,100 @@
+// Package client is a small Go client for a toolpdp sidecar. Its Check is
+// fail-closed: an unreachable, slow or failing sidecar yields a deny, never
+// an allow — agent hooks that fail open turn an outage into a bypass.
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// DefaultTimeout bounds one decision when the caller's context has no
+// sooner deadline.
+const DefaultTimeout = 2 * time.Second
+
+// Client asks a toolpdp sidecar for decisions.
+type Client struct {
+	conn    *grpc.ClientConn
+	svc     pb.DecisionServiceClient
+	timeout time.Duration
+}
+
+// Dial connects to addr: "unix:///path" or "host:port" (plaintext, as a
+// sidecar on the pod's loopback or a shared socket). Pass grpc.DialOptions
+// for TLS or a bearer token. The connection is made lazily.
+func Dial(addr string, opts ...grpc.DialOption) (*Client, error) {
+	target := addr
+	if !strings.HasPrefix(addr, "unix://") {
+		target = "passthrough:///" + addr
+	}
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: conn, svc: pb.NewDecisionServiceClient(conn), timeout: DefaultTimeout}, nil
+}
+
+// WithTimeout sets the bound on one decision.
+func (c *Client) WithTimeout(d time.Duration) *Client {
+	c.timeout = d
+	return c
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Decide asks for a decision and returns what the sidecar said, or its error.
+func (c *Client) Decide(ctx context.Context, req *pb.DecideRequest) (*pb.DecideResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return c.svc.Decide(ctx, req)
+}
+
+// Check asks for a decision and never fails open: any error (unreachable,
+// timeout, invalid request, a response with no decision) comes back as a
+// DECISION_DENY whose message says why, for the model to read.
+func (c *Client) Check(ctx context.Context, req *pb.DecideRequest) *pb.DecideResponse {
+	resp, err := c.Decide(ctx, req)
+	switch {
+	case err != nil:
+		return deny(fmt.Sprintf("the policy sidecar could not be asked (%v), so %s is denied", err, req.GetToolName()))
+	case resp.GetDecision() == pb.Decision_DECISION_UNSPECIFIED:
+		return deny(fmt.Sprintf("the policy sidecar gave no decision, so %s is denied", req.GetToolName()))
+	}
+	return resp
+}
+
+// Confirm records a person's answer to an ask.
+func (c *Client) Confirm(ctx context.Context, decisionID string, allow bool, denyMessage string) (*pb.ConfirmResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	result := "deny"
+	if allow {
+		result = "allow"
+	}
+	return c.svc.Confirm(ctx, &pb.ConfirmRequest{DecisionId: decisionID, Result: result, DenyMessage: denyMessage})
+}
+
+// EndSession releases a session's state in the sidecar.
+func (c *Client) EndSession(ctx context.Context, agentID, sessionID string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	_, err := c.svc.EndSession(ctx, &pb.EndSessionRequest{AgentId: agentID, SessionId: sessionID})
+	return err
+}
+
+func deny(msg string) *pb.DecideResponse {
+	return &pb.DecideResponse{
+		Decision: pb.Decision_DECISION_DENY,
+		Message:  msg,
+		Reasons:  []*pb.Reason{{Axis: "client", Rule: "fail_closed", Effect: pb.Decision_DECISION_DENY, Message: msg}},
+	}
+}

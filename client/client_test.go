@@ -1,0 +1,86 @@
+package client_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolpdp/toolpdp/client"
+	"github.com/toolpdp/toolpdp/pdp"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// serve starts a real toolpdp server on a unix socket, on the embedded default.
+func serve(t *testing.T) string {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg := prometheus.NewRegistry()
+	engine := pdp.NewEngine(pdp.EngineConfig{Logger: log, EvalTimeout: time.Second, Sessions: pdp.NewSessions(10, time.Hour), Pending: pdp.NewPending(10, time.Hour)})
+	loader, err := pdp.NewLoader(pdp.LoaderConfig{Sources: &pdp.Sources{}, Engine: engine, Logger: log, Registerer: reg, TestTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loader.Reload(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	srv, _, err := pdp.NewServer(engine, loader, pdp.ServerConfig{MaxArgsBytes: 1 << 20, Logger: log, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	return "unix://" + sock
+}
+
+func TestCheckDecides(t *testing.T) {
+	c, err := client.Dial(serve(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if d := c.Check(context.Background(), &pb.DecideRequest{ToolName: "Read"}).Decision; d != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("Read: %s", d)
+	}
+	ask := c.Check(context.Background(), &pb.DecideRequest{ToolName: "Bash", SessionId: "s"})
+	if ask.Decision != pb.Decision_DECISION_ASK {
+		t.Fatalf("Bash: %s", ask.Decision)
+	}
+	if r, err := c.Confirm(context.Background(), ask.DecisionId, false, "not on a Friday"); err != nil || r.Decision != pb.Decision_DECISION_DENY {
+		t.Fatalf("Confirm: %v %v", r, err)
+	}
+	if err := c.EndSession(context.Background(), "", "s"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An unreachable sidecar is a deny, never an allow.
+func TestCheckFailsClosed(t *testing.T) {
+	c, err := client.Dial("unix://" + filepath.Join(t.TempDir(), "nobody-listens.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.WithTimeout(300 * time.Millisecond)
+	resp := c.Check(context.Background(), &pb.DecideRequest{ToolName: "Read"})
+	if resp.Decision != pb.Decision_DECISION_DENY || !strings.Contains(resp.Message, "could not be asked") {
+		t.Fatalf("unreachable sidecar: %s %q", resp.Decision, resp.Message)
+	}
+	// An invalid request is a deny too.
+	c2, _ := client.Dial(serve(t))
+	defer c2.Close()
+	if resp := c2.Check(context.Background(), &pb.DecideRequest{}); resp.Decision != pb.Decision_DECISION_DENY || !strings.Contains(resp.Message, "tool_name") {
+		t.Fatalf("invalid request: %s %q", resp.Decision, resp.Message)
+	}
+}

@@ -1,0 +1,46 @@
+"""Runs the gate against a real toolpdp server and checks what it answers.
+
+usage: /usr/bin/python3 example.py TARGET GENERATED_STUBS_DIR
+"""
+import asyncio
+import sys
+from types import SimpleNamespace
+
+sys.path.insert(0, sys.argv[2])
+from toolpdp.v1 import toolpdp_pb2 as pb  # noqa: E402
+from toolpdp_gate import Decision, PolicyGate  # noqa: E402
+
+
+async def ask_user(ctx, message):
+    # A person in a real UI; here, a person who refuses shell access.
+    print("  asked a person: %s -> no" % message)
+    return Decision.deny("user said no: use the Read tool instead")
+
+
+def call(tool, args=None, server=""):
+    return SimpleNamespace(tool_name=tool, args=args or {}, server=server, category=pb.CATEGORY_UNSPECIFIED)
+
+
+async def main(target):
+    gate = PolicyGate(target, agent_id="default", session_id="py-1")
+    callback = gate.permission_callback(ask_user)
+    checks = [
+        ("Read runs", await callback(call("Read", {"file_path": "README.md"})), True),
+        ("Bash asks a person, who says no", await callback(call("Bash", {"command": "rm -rf build"})), False),
+        ("an undeclared MCP server is refused", await callback(call("create_issue", server="github")), False),
+    ]
+    await gate.close()
+    down = PolicyGate("unix:///nonexistent/toolpdp.sock", timeout=0.5)
+    checks.append(("an unreachable sidecar fails closed", await down.permission_callback(ask_user)(call("Read")), False))
+    await down.close()
+    failed = 0
+    for name, got, want in checks:
+        ok = got.allowed == want
+        failed += not ok
+        print("%s %s: %r" % ("ok  " if ok else "FAIL", name, got))
+    print("python example: %d checks, %d failed" % (len(checks), failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1])))
