@@ -13,6 +13,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
 // Queries the library answers.
@@ -145,7 +147,7 @@ func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
 	if s.compiler.Compile(s.modules); s.compiler.Failed() {
 		return fmt.Errorf("compile: %w", s.compiler.Errors)
 	}
-	s.store = inmem.NewFromObjectWithOpts(b.Data, inmem.OptRoundTripOnWrite(false))
+	s.store = inmem.NewFromObjectWithOpts(b.Data, inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true))
 	pq, err := rego.New(
 		rego.Compiler(s.compiler),
 		rego.Store(s.store),
@@ -253,3 +255,14 @@ func (s *Snapshot) Agent(id string) *Agent { return s.agents[id] }
 
 // Store is the snapshot's data store.
 func (s *Snapshot) Store() storage.Store { return s.store }
+
+// Input is the document the library decides req on, as Decide builds it:
+// for policy authors (`toolpdp decide --print-input`) and for feeding the
+// same input to OPA's own server in the benchmarks.
+func (s *Snapshot) Input(req *pb.DecideRequest) ast.Value {
+	id := req.GetAgentId()
+	if id == "" {
+		id = DefaultAgent
+	}
+	return buildInput(&s.tables, id, s.agents[id], req)
+}

@@ -108,6 +108,7 @@ func decide(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs := newFlagSet("decide", stderr)
 	var bundles listFlag
 	fs.Var(&bundles, "bundle", "bundle directory or .tar.gz (repeatable); none: the embedded default agent")
+	printInput := fs.Bool("print-input", false, "print the input document the policy sees, instead of deciding")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -132,6 +133,10 @@ func decide(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		Sessions:    pdp.NewSessions(16, time.Hour),
 		Pending:     pdp.NewPending(16, time.Hour),
 	})
+	if *printInput {
+		_, err := fmt.Fprintln(stdout, snap.Input(&req).String())
+		return err
+	}
 	engine.Swap(snap)
 	out, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(engine.Decide(ctx, &req))
 	if err != nil {

@@ -1,0 +1,343 @@
+// Command bench is toolpdp's load harness. It starts the real binary and
+// OPA's own REST server on the same policy library, bundle and input, and
+// drives each with the same client shape for a fixed time, at a fixed
+// concurrency or a fixed rate:
+//
+//	go run ./bench                 all targets, then the ratios
+//	go run ./bench -rss            1M decisions, RSS every 100k
+//
+// Targets: toolpdp Decide (TCP and unix socket), toolpdp's grpc.health.v1
+// Check (the transport floor, same process), OPA REST (`opa run --server`,
+// built by scripts/build-opa at go.mod's OPA version) over loopback HTTP
+// with keep-alive. Traffic goes to loopback only, bounded in count and time.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolpdp/toolpdp/pdp"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+var (
+	duration    = flag.Duration("duration", 10*time.Second, "how long each target is driven")
+	concurrency = flag.Int("concurrency", 8, "requests in flight (closed loop)")
+	rate        = flag.Int("rate", 2000, "requests per second of the fixed-rate run (unix socket)")
+	bundleDir   = flag.String("bundle", "testdata/bench", "the bundle both servers load")
+	rss         = flag.Bool("rss", false, "instead: 1M decisions over the unix socket, RSS every 100k")
+	decisions   = flag.Int("decisions", 1_000_000, "decisions of the -rss run")
+)
+
+// The request every target answers: a Bash call through scope, env and
+// command guardrails of the realistic bundle.
+func request() *pb.DecideRequest {
+	args, _ := structpb.NewStruct(map[string]any{"command": "cd src && go test ./... | tee out.txt"})
+	return &pb.DecideRequest{AgentId: "agent3", ToolName: "Bash", Category: pb.Category_CATEGORY_SAFE, Args: args,
+		Env: map[string]string{"PATH": "/usr/bin", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "x", "GOFLAGS": "-mod=mod"}}
+}
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	work, err := os.MkdirTemp("", "toolpdp-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	bin := filepath.Join(work, "toolpdp")
+	if out, err := exec.Command("scripts/build", bin).CombinedOutput(); err != nil {
+		return fmt.Errorf("scripts/build: %v\n%s", err, out)
+	}
+	tcp, sock := freeAddr(), filepath.Join(work, "toolpdp.sock")
+	srv := exec.Command(bin, "serve", "--bundle", *bundleDir, "--listen", tcp, "--listen", "unix://"+sock,
+		"--metrics-listen", "", "--decision-log", "off", "--log-level", "warn")
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	tcpConn, unixConn := dial(tcp), dial("unix://"+sock)
+	if err := waitHealthy(tcpConn); err != nil {
+		return err
+	}
+	req := request()
+	want, err := pb.NewDecisionServiceClient(tcpConn).Decide(context.Background(), req)
+	if err != nil {
+		return err
+	}
+	if *rss {
+		return rssRun(srv.Process.Pid, pb.NewDecisionServiceClient(unixConn), req)
+	}
+
+	opaURL, stopOPA, err := startOPA(work)
+	if err != nil {
+		return err
+	}
+	defer stopOPA()
+	opaBody, err := opaInput(req)
+	if err != nil {
+		return err
+	}
+	if got, err := opaDecision(opaURL, opaBody); err != nil || "DECISION_"+strings.ToUpper(got) != want.Decision.String() {
+		return fmt.Errorf("OPA decides %q (%v), toolpdp %s: not the same computation", got, err, want.Decision)
+	}
+
+	fmt.Printf("machine: %d CPUs; %s each, %d in flight; request: %s %s\n\n", numCPU(), *duration, *concurrency, req.ToolName, req.Args.AsMap()["command"])
+	decide := func(c pb.DecisionServiceClient) func() error {
+		return func() error { _, err := c.Decide(context.Background(), req); return err }
+	}
+	health := healthpb.NewHealthClient(tcpConn)
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency * 2}}
+	results := []result{
+		closedLoop("toolpdp Decide, TCP", decide(pb.NewDecisionServiceClient(tcpConn))),
+		closedLoop("toolpdp Decide, unix socket", decide(pb.NewDecisionServiceClient(unixConn))),
+		closedLoop("toolpdp Health Check, TCP", func() error {
+			_, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+			return err
+		}),
+		closedLoop("OPA REST, HTTP keep-alive", func() error {
+			resp, err := httpc.Post(opaURL, "application/json", bytes.NewReader(opaBody))
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				return fmt.Errorf("HTTP %d", resp.StatusCode)
+			}
+			return nil
+		}),
+		fixedRate(fmt.Sprintf("toolpdp Decide, unix, %d/s", *rate), decide(pb.NewDecisionServiceClient(unixConn))),
+	}
+	fmt.Printf("%-34s %10s %9s %9s %9s %9s %7s\n", "target", "req/s", "p50", "p90", "p99", "p99.9", "errors")
+	for _, r := range results {
+		fmt.Printf("%-34s %10.0f %9s %9s %9s %9s %7d\n", r.name, r.throughput, r.q(0.5), r.q(0.9), r.q(0.99), r.q(0.999), r.errors)
+	}
+	fmt.Printf("\nratios: Decide/OPA REST %.2fx (target >= 2), Decide/Health Check %.2fx (target >= 0.6), fixed-rate p99 %s (target <= 1ms)\n",
+		results[0].throughput/results[3].throughput, results[0].throughput/results[2].throughput, results[4].q(0.99))
+	return nil
+}
+
+type result struct {
+	name       string
+	throughput float64
+	latencies  []time.Duration
+	errors     int64
+}
+
+func (r result) q(p float64) string {
+	if len(r.latencies) == 0 {
+		return "-"
+	}
+	d := r.latencies[min(len(r.latencies)-1, int(float64(len(r.latencies))*p))]
+	return d.Round(time.Microsecond).String()
+}
+
+// closedLoop keeps -concurrency requests in flight for -duration.
+func closedLoop(name string, call func() error) result {
+	var mu sync.Mutex
+	var all []time.Duration
+	var errs atomic.Int64
+	deadline := time.Now().Add(*duration)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range *concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, 1<<16)
+			for time.Now().Before(deadline) {
+				t := time.Now()
+				if err := call(); err != nil {
+					errs.Add(1)
+				}
+				lat = append(lat, time.Since(t))
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	slices.Sort(all)
+	return result{name: name, throughput: float64(len(all)) / time.Since(start).Seconds(), latencies: all, errors: errs.Load()}
+}
+
+// fixedRate sends -rate requests per second for -duration, each measured
+// from when it was due (no coordinated omission), at most 1000 in flight.
+func fixedRate(name string, call func() error) result {
+	n := int(duration.Seconds() * float64(*rate))
+	interval := time.Second / time.Duration(*rate)
+	lat := make([]time.Duration, n)
+	var errs atomic.Int64
+	sem := make(chan struct{}, 1000)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		due := start.Add(time.Duration(i) * interval)
+		time.Sleep(time.Until(due))
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := call(); err != nil {
+				errs.Add(1)
+			}
+			lat[i] = time.Since(due)
+		}()
+	}
+	wg.Wait()
+	slices.Sort(lat)
+	return result{name: name, throughput: float64(n) / time.Since(start).Seconds(), latencies: lat, errors: errs.Load()}
+}
+
+// rssRun makes -decisions decisions and prints the server's RSS every 100k.
+func rssRun(pid int, c pb.DecisionServiceClient, req *pb.DecideRequest) error {
+	fmt.Printf("%12s %10s %10s\n", "decisions", "RSS MiB", "req/s")
+	var done atomic.Int64
+	start := time.Now()
+	for step := 1; step <= *decisions/100_000; step++ {
+		var wg sync.WaitGroup
+		t := time.Now()
+		for range *concurrency {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for done.Add(1) <= int64(step*100_000) {
+					if _, err := c.Decide(context.Background(), req); err != nil {
+						fmt.Fprintln(os.Stderr, "decide:", err)
+						return
+					}
+				}
+				done.Add(-1)
+			}()
+		}
+		wg.Wait()
+		fmt.Printf("%12d %10.1f %10.0f\n", step*100_000, rssMiB(pid), 100_000/time.Since(t).Seconds())
+	}
+	fmt.Printf("total %s\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+func rssMiB(pid int) float64 {
+	raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			var kb float64
+			fmt.Sscan(f[1], &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func startOPA(work string) (string, func(), error) {
+	out, err := exec.Command("scripts/build-opa").Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("scripts/build-opa: %w", err)
+	}
+	addr := freeAddr()
+	cmd := exec.Command(strings.TrimSpace(string(out)), "run", "--server", "--addr", addr, "--log-level", "error",
+		"--bundle", "rego/library", "--bundle", *bundleDir)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() { cmd.Process.Kill(); cmd.Wait() }
+	for range 200 {
+		if resp, err := http.Get("http://" + addr + "/health?bundles"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return "http://" + addr + "/v1/data/toolpdp/decision/result", stop, nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	return "", nil, fmt.Errorf("OPA never became healthy on %s", addr)
+}
+
+// opaInput is {"input": ...}: exactly the document toolpdp evaluates.
+func opaInput(req *pb.DecideRequest) ([]byte, error) {
+	snap, err := pdp.Load(context.Background(), &pdp.Sources{Paths: []string{*bundleDir}}, time.Minute, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return []byte(`{"input": ` + snap.Input(req).String() + `}`), nil
+}
+
+func opaDecision(url string, body []byte) (string, error) {
+	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Result struct {
+			Decision string `json:"decision"`
+		} `json:"result"`
+	}
+	return out.Result.Decision, json.NewDecoder(resp.Body).Decode(&out)
+}
+
+func dial(target string) *grpc.ClientConn {
+	if !strings.HasPrefix(target, "unix://") {
+		target = "passthrough:///" + target
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		panic(err) // impossible: the targets are well-formed
+	}
+	return conn
+}
+
+func waitHealthy(conn *grpc.ClientConn) error {
+	for range 200 {
+		h, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err == nil && h.Status == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("toolpdp never became SERVING")
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func numCPU() int {
+	raw, _ := os.ReadFile("/proc/cpuinfo")
+	return strings.Count(string(raw), "processor\t:")
+}
