@@ -96,7 +96,7 @@ func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideRe
 }
 
 func (e *Engine) evaluate(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest, resp *pb.DecideResponse) error {
-	input := buildInput(&snap.tables, agentID, agent, req)
+	input := buildInput(snap, agentID, agent, req)
 	if e.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.timeout)

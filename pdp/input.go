@@ -14,9 +14,11 @@ import (
 )
 
 // buildInput is the document the library decides on: the request, the
-// agent's index entry, the effective execution policy with its resolved
+// agent's index entry (agent may be a session's pinned one), the agent's
+// guardrails from snap, the effective execution policy with its resolved
 // roots, and envguard's view of the tool's paths and command.
-func buildInput(t *tables, agentID string, agent *Agent, req *pb.DecideRequest) ast.Value {
+func buildInput(snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) ast.Value {
+	t := &snap.tables
 	in := ast.NewObject(
 		item("agent_id", ast.String(agentID)),
 		item("session_id", ast.String(req.GetSessionId())),
@@ -25,6 +27,7 @@ func buildInput(t *tables, agentID string, agent *Agent, req *pb.DecideRequest) 
 		item("category", ast.String(categoryName(req.GetCategory()))),
 		item("args", structValue(req.GetArgs())),
 		item("env", stringMap(req.GetEnv())),
+		item("guardrails", snap.guardrailsFor(agentID)),
 	)
 	if agent != nil {
 		in.Insert(ast.StringTerm("agent"), ast.NewTerm(agent.Index))

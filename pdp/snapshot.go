@@ -20,7 +20,7 @@ import (
 // Queries the library answers.
 const (
 	DecisionQuery = "data.toolpdp.decision.result"
-	indexQuery    = "data.toolpdp.index.agents"
+	indexQuery    = "data.toolpdp.index"
 )
 
 // Snapshot is one loaded policy: immutable once built, shared by every
@@ -37,6 +37,11 @@ type Snapshot struct {
 	modules  map[string]*ast.Module
 	agents   map[string]*Agent
 	tables   tables
+
+	// guardrails[agent] is data.toolpdp.index.guardrails: handed to every
+	// decision from the newest snapshot, whatever definition a session pinned.
+	guardrails       map[string]ast.Value
+	globalGuardrails ast.Value
 }
 
 // BundleInfo names one bundle of a snapshot.
@@ -161,19 +166,40 @@ func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
 	return nil
 }
 
-// index evaluates the library's agent index once for the whole bundle.
+// index evaluates the library's index once for the whole bundle.
 func (s *Snapshot) index(ctx context.Context, b *bundle.Bundle) error {
 	rs, err := rego.New(rego.Compiler(s.compiler), rego.Store(s.store), rego.Query(indexQuery)).Eval(ctx)
 	if err != nil {
 		return fmt.Errorf("evaluate %s: %w", indexQuery, err)
 	}
-	idx := map[string]any{}
-	if len(rs) == 1 && len(rs[0].Expressions) == 1 {
-		idx, _ = rs[0].Expressions[0].Value.(map[string]any)
+	var idx struct {
+		Agents           map[string]any `json:"agents"`
+		Guardrails       map[string]any `json:"guardrails"`
+		GlobalGuardrails any            `json:"global_guardrails"`
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return fmt.Errorf("%s is undefined", indexQuery)
+	}
+	raw, err := json.Marshal(rs[0].Expressions[0].Value)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, &idx); err != nil {
+		return fmt.Errorf("%s: %w", indexQuery, err)
+	}
+	packages := ast.BooleanTerm(s.hasGuardrailPackages())
+	if s.globalGuardrails, err = guardrailsValue(idx.GlobalGuardrails, packages); err != nil {
+		return err
+	}
+	s.guardrails = make(map[string]ast.Value, len(idx.Guardrails))
+	for id, g := range idx.Guardrails {
+		if s.guardrails[id], err = guardrailsValue(g, packages); err != nil {
+			return fmt.Errorf("agent '%s': guardrails: %w", id, err)
+		}
 	}
 	defs, _ := b.Data["agents"].(map[string]any)
-	s.agents = make(map[string]*Agent, len(idx))
-	for id, v := range idx {
+	s.agents = make(map[string]*Agent, len(idx.Agents))
+	for id, v := range idx.Agents {
 		val, err := ast.InterfaceToValue(v)
 		if err != nil {
 			return fmt.Errorf("agent '%s': %w", id, err)
@@ -192,6 +218,41 @@ func (s *Snapshot) index(ctx context.Context, b *bundle.Bundle) error {
 		s.agents[id] = a
 	}
 	return nil
+}
+
+// guardrailsValue is an index guardrails entry, with "packages" saying
+// whether the bundle has guardrail Rego that every call must consult.
+func guardrailsValue(v any, packages *ast.Term) (ast.Value, error) {
+	val, err := ast.InterfaceToValue(v)
+	if err != nil {
+		return nil, err
+	}
+	obj, ok := val.(ast.Object)
+	if !ok {
+		return nil, fmt.Errorf("is %T, not an object", v)
+	}
+	obj.Insert(ast.StringTerm("packages"), packages)
+	return obj, nil
+}
+
+// hasGuardrailPackages reports whether any module defines rules under
+// data.guardrails (tests aside).
+func (s *Snapshot) hasGuardrailPackages() bool {
+	prefix := ast.MustParseRef("data.guardrails")
+	for path, m := range s.modules {
+		if m.Package.Path.HasPrefix(prefix) && !strings.HasSuffix(path, "_test.rego") {
+			return true
+		}
+	}
+	return false
+}
+
+// guardrailsFor is an agent's guardrails in this snapshot.
+func (s *Snapshot) guardrailsFor(agentID string) ast.Value {
+	if g, ok := s.guardrails[agentID]; ok {
+		return g
+	}
+	return s.globalGuardrails
 }
 
 func decodePolicy(v any) (*ExecutionPolicy, error) {
@@ -264,5 +325,5 @@ func (s *Snapshot) Input(req *pb.DecideRequest) ast.Value {
 	if id == "" {
 		id = DefaultAgent
 	}
-	return buildInput(&s.tables, id, s.agents[id], req)
+	return buildInput(s, id, s.agents[id], req)
 }

@@ -2,7 +2,9 @@
 # the decision document {decision, message, reasons, execution} (SPEC §5).
 #
 # The answer is the most restrictive of the permission axis, the scope axis
-# and the guardrails: deny > ask > allow.
+# and the guardrails: deny > ask > allow. Every contributing rule is listed
+# in reasons, in precedence order: the permission axis, then scope, then
+# guardrails.
 package toolpdp.decision
 
 import data.toolpdp.guardrails
@@ -10,41 +12,66 @@ import data.toolpdp.permission
 import data.toolpdp.scope
 import rego.v1
 
-result := {
-	"decision": decision,
-	"message": message,
-	"reasons": reasons,
-	"execution": execution,
+# Three paths, cheapest first. A refusal of the agent itself (unknown agent,
+# undeclared server, toolset off) and a custom tool stop at the permission
+# axis; so does a quiet call, which no scope or guardrail rule can touch.
+result := single(permission.reason) if {
+	stops(permission.reason)
+} else := single(adjust(permission.reason)) if {
+	quiet
+} else := {"decision": d, "message": concat("; ", [r.message | some r in rs; r.effect == d; d != "allow"]), "reasons": rs, "execution": execution} if {
+	rs := array.concat([adjust(permission.reason)], [adjust(r) | some r in array.concat(sorted(scope.reasons), sorted(guardrails.reasons))])
+	d := most_restrictive(rs)
 }
 
-# reasons lists every contributing rule in precedence order: the permission
-# axis, then scope, then guardrails. Custom tools and refusals of the agent
-# itself (unknown agent, undeclared server, toolset off) stop there.
-reasons := [permission.reason] if {
-	stops_here
-} else := array.concat([adjust(permission.reason)], [adjust(r) | some r in array.concat(sorted(scope.reasons), sorted(guardrails.reasons))])
+single(r) := {"decision": r.effect, "message": message(r), "reasons": [r], "execution": execution}
+
+message(r) := "" if r.effect == "allow"
+
+message(r) := r.message if r.effect != "allow"
+
+stops(r) if r.effect == "deny"
+
+stops(r) if startswith(r.rule, "custom[")
+
+# quiet holds when no scope or guardrail rule can apply: no command, no
+# write, no path a scope binds or that is invalid, and no guardrail package
+# of the bundle's own (input.guardrails.packages, set by toolpdp from the
+# compiled modules). Most calls are quiet; they skip those rules.
+quiet if {
+	not input.command
+	input.guardrails.packages == false
+	not checked_path
+}
+
+checked_path if {
+	some p in input.paths
+	p.access == "write"
+}
+
+checked_path if {
+	some p in input.paths
+	p.error_kind == "invalid"
+}
+
+checked_path if {
+	some p in input.paths
+	input.scope[p.access]
+}
+
+most_restrictive(rs) := "deny" if {
+	some r in rs
+	r.effect == "deny"
+} else := "ask" if {
+	some r in rs
+	r.effect == "ask"
+} else := "allow"
+
+sorted(s) := [r | some r in s]
 
 default execution := {}
 
 execution := scope.execution
-
-stops_here if permission.reason.effect == "deny"
-
-stops_here if startswith(permission.reason.rule, "custom[")
-
-sorted(s) := [r | some r in s]
-
-effects := {r.effect | some r in reasons}
-
-decision := "deny" if {
-	"deny" in effects
-} else := "ask" if {
-	"ask" in effects
-} else := "allow"
-
-message := concat("; ", [r.message | some r in reasons; r.effect == decision]) if {
-	decision != "allow"
-} else := ""
 
 # With permission_callback false nobody can confirm (seed 000: "None → ASK
 # tools run unchecked"): the permission axis's ask becomes allow, and an ask

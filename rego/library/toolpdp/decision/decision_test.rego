@@ -6,7 +6,7 @@ import rego.v1
 
 result(def, req) := r if {
 	r := decision.result with input as object.union(
-		{"agent_id": "a", "server": "", "category": "", "args": {}, "env": {}, "paths": [], "agent": index.normalize(def)},
+		{"agent_id": "a", "server": "", "category": "", "args": {}, "env": {}, "paths": [], "agent": index.normalize("a", def), "guardrails": index.merged_guardrails(object.get(def, "guardrails", {}))},
 		req,
 	)
 }
@@ -49,7 +49,7 @@ test_no_callback_turns_guardrail_ask_into_deny if {
 # Most restrictive wins, and every contributing rule is listed in order.
 test_deny_beats_ask_and_all_reasons_listed if {
 	def := {"guardrails": {"deny_commands": ["curl"], "ask_commands": ["git push"]}}
-	r := result(def, {"agent_id": "a", "tool_name": "Bash", "command": leaves([["git", "push"], ["curl", "x"]])}) with data.agents.a as def
+	r := result(def, {"agent_id": "a", "tool_name": "Bash", "command": leaves([["git", "push"], ["curl", "x"]])})
 	r.decision == "deny"
 	[x.axis | some x in r.reasons] == ["permission", "guardrail", "guardrail"]
 	r.message == "command \"curl x\" is denied by guardrail deny_commands[\"curl\"]; do not run it, nor wrap or chain it"
@@ -58,7 +58,7 @@ test_deny_beats_ask_and_all_reasons_listed if {
 # A refusal of the agent itself stops there: no guardrail is consulted.
 test_custom_tool_skips_guardrails if {
 	def := {"tools": [{"type": "custom", "name": "run"}], "guardrails": {"deny_commands": ["curl"]}}
-	r := result(def, {"tool_name": "run", "command": leaves([["curl"]])}) with data.agents.a as def
+	r := result(def, {"tool_name": "run", "command": leaves([["curl"]])})
 	r.decision == "allow"
 	count(r.reasons) == 1
 }
@@ -87,4 +87,39 @@ test_execution_only_for_shell_tools if {
 	r.execution == {}
 	s := result({}, {"tool_name": "Bash", "policy": {"cwd": "/p"}, "env": {"A": "1"}})
 	s.execution == {"cwd": "/p", "env": {"A": "1"}}
+}
+
+quiet_input(extra) := object.union({"guardrails": {"deny": {}, "ask": {}, "protected": [".git"], "packages": false}, "scope": {}, "paths": []}, extra)
+
+test_quiet_call if {
+	decision.quiet with input as quiet_input({"paths": [{"access": "read", "error_kind": "", "resolved": "/x"}]})
+}
+
+test_not_quiet_with_a_command if {
+	not decision.quiet with input as quiet_input({"command": {"leaves": [], "error": ""}})
+}
+
+test_not_quiet_with_a_write if {
+	not decision.quiet with input as quiet_input({"paths": [{"access": "write", "error_kind": "", "resolved": "/x/.git/y"}]})
+}
+
+test_not_quiet_with_a_scoped_read if {
+	not decision.quiet with input as quiet_input({"paths": [{"access": "read", "error_kind": "", "resolved": "/x"}], "scope": {"read": ["/p"]}})
+}
+
+test_not_quiet_with_an_invalid_path if {
+	not decision.quiet with input as quiet_input({"paths": [{"access": "read", "error_kind": "invalid", "resolved": ""}]})
+}
+
+test_not_quiet_with_guardrail_packages if {
+	not decision.quiet with input as quiet_input({"guardrails": {"packages": true}})
+}
+
+# The quiet path gives the same document the full path would.
+test_quiet_path_equals_full_path if {
+	def := {}
+	inp := {"agent_id": "a", "tool_name": "Read", "server": "", "category": "", "agent": index.normalize("a", def), "paths": [], "scope": {}}
+	quick := decision.result with input as object.union(inp, {"guardrails": object.union(index.merged_guardrails({}), {"packages": false})})
+	full := decision.result with input as object.union(inp, {"guardrails": object.union(index.merged_guardrails({}), {"packages": true})})
+	quick == full
 }

@@ -3,9 +3,10 @@
 # guardrail only adds deny or ask reasons: it can tighten a decision, never
 # relax one.
 #
-# Data: data.guardrails (every agent) and the agent's own "guardrails" key,
-# both read from the newest bundle (not from a session's pinned definition),
-# so a security fix reaches running sessions at once.
+# input.guardrails is the agent's entry of data.toolpdp.index.guardrails
+# (data.guardrails and the agent's own "guardrails" key, merged once per
+# bundle), always from the newest bundle, never from a session's pinned
+# definition: a security fix reaches running sessions at once.
 #
 # Rego: any package data.guardrails.<name> may define the sets deny and ask
 # of messages; each message becomes a reason. Nothing else there is read.
@@ -13,46 +14,20 @@ package toolpdp.guardrails
 
 import rego.v1
 
-tables := data.toolpdp.tables
-
-default global := {}
-
-global := data.guardrails
-
-default own := {}
-
-own := data.agents[input.agent_id].guardrails
-
-deny_commands := array.concat(object.get(global, "deny_commands", []), object.get(own, "deny_commands", []))
-
-ask_commands := array.concat(object.get(global, "ask_commands", []), object.get(own, "ask_commands", []))
-
-protect_vcs_and_agent_config := own.protect_vcs_and_agent_config if {
-	is_boolean(own.protect_vcs_and_agent_config)
-} else := global.protect_vcs_and_agent_config if {
-	is_boolean(global.protect_vcs_and_agent_config)
-} else := true
-
-protected_names := array.concat(
-	array.concat(object.get(global, "protected_paths", []), object.get(own, "protected_paths", [])),
-	tables.protected_names,
-) if {
-	protect_vcs_and_agent_config
-} else := array.concat(object.get(global, "protected_paths", []), object.get(own, "protected_paths", []))
-
 # Shell commands: input.command.leaves are the leaf commands envguard parsed
 # out of a Bash/Exec command, each {argv, name}; name is argv[0] without its
-# directory, after wrappers like env and timeout are unwrapped.
-reasons contains reason("deny_commands", "deny", sprintf("command %q is denied by guardrail deny_commands[%q]; do not run it, nor wrap or chain it", [concat(" ", leaf.argv), rule])) if {
+# directory, after wrappers like env and timeout are unwrapped. Rules are
+# looked up by the leaf's program, so a command costs what its programs do.
+reasons contains reason("deny_commands", "deny", sprintf("command %q is denied by guardrail deny_commands[%q]; do not run it, nor wrap or chain it", [concat(" ", leaf.argv), r.rule])) if {
 	some leaf in input.command.leaves
-	some rule in deny_commands
-	matches(leaf, rule)
+	some r in input.guardrails.deny[leaf.name]
+	starts_with_words(leaf.argv, r.words)
 }
 
-reasons contains reason("ask_commands", "ask", sprintf("command %q needs a person's confirmation (guardrail ask_commands[%q])", [concat(" ", leaf.argv), rule])) if {
+reasons contains reason("ask_commands", "ask", sprintf("command %q needs a person's confirmation (guardrail ask_commands[%q])", [concat(" ", leaf.argv), r.rule])) if {
 	some leaf in input.command.leaves
-	some rule in ask_commands
-	matches(leaf, rule)
+	some r in input.guardrails.ask[leaf.name]
+	starts_with_words(leaf.argv, r.words)
 }
 
 # A command that does not parse, is not a string or names its program by an
@@ -66,14 +41,12 @@ reasons contains reason("command", "ask", sprintf("the program of %q is computed
 	leaf.dynamic
 }
 
-# A rule of several words matches a leaf whose argv starts with those words.
-matches(leaf, rule) if {
-	words := [w | some w in split(rule, " "); w != ""]
-	count(words) > 0
-	leaf.name == words[0]
+# A rule of several words matches a leaf whose argv starts with those words
+# (the first, the program, is matched by the lookup).
+starts_with_words(argv, words) if {
 	n := count(words)
-	count(leaf.argv) >= n
-	array.slice(leaf.argv, 1, n) == array.slice(words, 1, n)
+	count(argv) >= n
+	array.slice(argv, 1, n) == array.slice(words, 1, n)
 }
 
 # Protected paths: a write into version-control metadata or agent
@@ -81,7 +54,7 @@ matches(leaf, rule) if {
 reasons contains reason("protected_paths", "deny", sprintf("writing %q is denied: %q is a protected path (version control or agent configuration)", [p.raw, name])) if {
 	some p in input.paths
 	p.access == "write"
-	some name in protected_names
+	some name in input.guardrails.protected
 	some candidate in [p.raw, p.resolved]
 	candidate != ""
 	protected(candidate, name)
@@ -101,13 +74,13 @@ protected(path, name) if {
 
 # Security teams' own guardrail packages: data.guardrails.<name>.deny / .ask.
 reasons contains reason(sprintf("guardrails.%s.deny", [name]), "deny", message(name, msg)) if {
-	some name, pkg in global
+	some name, pkg in data.guardrails
 	is_object(pkg)
 	some msg in pkg.deny
 }
 
 reasons contains reason(sprintf("guardrails.%s.ask", [name]), "ask", message(name, msg)) if {
-	some name, pkg in global
+	some name, pkg in data.guardrails
 	is_object(pkg)
 	some msg in pkg.ask
 }

@@ -1,6 +1,7 @@
 package toolpdp.guardrails_test
 
 import data.toolpdp.guardrails
+import data.toolpdp.index
 import rego.v1
 
 leaf(argv) := {"argv": argv, "name": argv[0], "dynamic": false}
@@ -10,8 +11,7 @@ cmd(argvs) := {"leaves": [leaf(a) | some a in argvs], "error": ""}
 agent := {"guardrails": {"deny_commands": ["curl"], "ask_commands": ["git push"]}}
 
 reasons(inp) := rs if {
-	rs := guardrails.reasons with input as object.union({"agent_id": "a", "tool_name": "Bash", "paths": []}, inp)
-		with data.agents.a as agent
+	rs := guardrails.reasons with input as object.union({"agent_id": "a", "tool_name": "Bash", "paths": [], "guardrails": index.merged_guardrails(agent.guardrails)}, inp)
 }
 
 test_deny_command_matches_any_leaf if {
@@ -28,8 +28,9 @@ test_multi_word_rule_matches_argv_prefix if {
 }
 
 test_global_and_agent_rules_both_apply if {
-	rs := reasons({"command": cmd([["wget", "x"]])}) with data.guardrails as {"deny_commands": ["wget"]}
-	count(rs) == 1
+	g := index.merged_guardrails(agent.guardrails) with data.guardrails as {"deny_commands": ["wget"]}
+	count(reasons({"guardrails": g, "command": cmd([["wget", "x"]])})) == 1
+	count(reasons({"guardrails": g, "command": cmd([["curl", "x"]])})) == 1
 }
 
 test_uncheckable_command_asks if {
@@ -60,16 +61,15 @@ test_protected_paths_only_bind_writes if {
 }
 
 test_protection_switchable_per_agent if {
-	off := {"guardrails": {"protect_vcs_and_agent_config": false, "protected_paths": [".env"]}}
-	rs := guardrails.reasons with input as {"agent_id": "a", "tool_name": "Write", "paths": [write("a", "/p/.git/x"), write(".env", "/p/.env")]}
-		with data.agents.a as off
+	off := index.merged_guardrails({"protect_vcs_and_agent_config": false, "protected_paths": [".env"]})
+	rs := guardrails.reasons with input as {"agent_id": "a", "tool_name": "Write", "guardrails": off, "paths": [write("a", "/p/.git/x"), write(".env", "/p/.env")]}
 	count(rs) == 1
 	some r in rs
 	contains(r.message, ".env")
 }
 
 test_absolute_protected_path if {
-	rs := guardrails.reasons with input as {"agent_id": "a", "tool_name": "Write", "paths": [write("/etc/x", "/etc/x")]}
-		with data.guardrails as {"protected_paths": ["/etc"]}
+	g := index.merged_guardrails({}) with data.guardrails as {"protected_paths": ["/etc"]}
+	rs := guardrails.reasons with input as {"agent_id": "a", "tool_name": "Write", "guardrails": g, "paths": [write("/etc/x", "/etc/x")]}
 	count(rs) == 1
 }

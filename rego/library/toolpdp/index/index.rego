@@ -1,25 +1,67 @@
-# Package toolpdp.index turns agent definitions (SPEC §2) into lookup objects.
+# Package toolpdp.index turns agent definitions (SPEC §2) and guardrail data
+# into lookup objects.
 #
-# toolpdp evaluates data.toolpdp.index.agents once per bundle load and hands
-# each decision its agent's entry as input.agent, so no request scans a
-# definition's arrays; a session pins that entry (SPEC §6).
+# toolpdp evaluates data.toolpdp.index once per bundle load, never per
+# request. A decision gets its agent's entry as input.agent (a session pins
+# that entry) and the agent's guardrails, from the newest bundle, as
+# input.guardrails. Everything that depends only on a definition — each
+# configured tool's reason and message included — is worked out here.
 package toolpdp.index
 
+import data.toolpdp.permission
 import rego.v1
 
-agents[id] := normalize(def) if some id, def in data.agents
+agents[id] := object.union(entry, {"decided": decided(id, entry, def)}) if {
+	some id, def in data.agents
+	entry := normalize(id, def)
+}
+
+guardrails[id] := merged_guardrails(object.get(def, "guardrails", {})) if some id, def in data.agents
+
+# global_guardrails are the guardrails of a request naming no known agent.
+global_guardrails := merged_guardrails({})
 
 # normalize is the lookup form of one agent definition.
-normalize(def) := {
+normalize(id, def) := {
 	"version": object.get(def, "version", 0),
 	"permission_callback": object.get(def, "permission_callback", true),
 	"max_consecutive_denials": object.get(def, "max_consecutive_denials", 5),
 	"custom": {t.name: true | some t in tools(def); t.type == "custom"},
 	"servers": {s.name: true | some s in object.get(def, "mcp_servers", [])},
-	"agent_toolset": agent_toolset(def),
-	"mcp_toolsets": {t.mcp_server_name: toolset(t) | some t in tools(def); t.type == "mcp_toolset"},
-	"safety_overrides": object.get(def, "safety_overrides", {}),
+	"builtin": builtin_toolset(id, def),
+	"mcp": {t.mcp_server_name: toolset(id, def, t, t.mcp_server_name) | some t in tools(def); t.type == "mcp_toolset"},
 }
+
+# decided[category][server][tool] is the permission axis's reason for every
+# tool this agent's definition or the built-in table names, for each request
+# category ("", "SAFE", "ASK"), worked out by the real precedence chain here,
+# once per bundle: a request for such a tool is one lookup. Other names take
+# the chain (server "" is the built-in toolset).
+decided(id, entry, def) := {category: {server: {name: r |
+	some name in candidates(def, server)
+	r := permission.reason with input as {"agent_id": id, "tool_name": name, "server": server, "category": category, "agent": entry}
+} |
+	some server in servers(def)
+} |
+	some category in {"", "SAFE", "ASK"}
+}
+
+servers(def) := {""} | {s.name | some s in object.get(def, "mcp_servers", [])}
+
+# candidates are the tool names worth deciding ahead: custom tools, configs
+# entries and overrides, and (built-in) the library's category table.
+candidates(def, "") := (({t.name | some t in tools(def); t.type == "custom"} | object.keys(data.toolpdp.tables.builtin_categories)) | {c.name |
+	some t in tools(def)
+	t.type == "agent_toolset"
+	some c in object.get(t, "configs", [])
+}) | {k | some k, _ in object.get(def, "safety_overrides", {}); owned("", k)}
+
+candidates(def, server) := {bare(server, c.name) |
+	some t in tools(def)
+	t.type == "mcp_toolset"
+	t.mcp_server_name == server
+	some c in object.get(t, "configs", [])
+} | {bare(server, k) | some k, _ in object.get(def, "safety_overrides", {}); owned(server, k)} if server != ""
 
 # tools is the definition's tools array; absent, it is seed 000's shape: the
 # built-in toolset plus an MCP toolset for each declared server, unconfigured.
@@ -30,19 +72,143 @@ tools(def) := array.concat(
 	[{"type": "mcp_toolset", "mcp_server_name": s.name} | some s in object.get(def, "mcp_servers", [])],
 ) if not "tools" in object.keys(def)
 
-agent_toolset(def) := toolset(t) if {
+builtin_toolset(id, def) := toolset(id, def, t, "") if {
 	some t in tools(def)
 	t.type == "agent_toolset"
 } else := null
 
-# toolset is one toolset's policies: "" where a policy is not set.
-toolset(t) := {
-	"default": object.get(t, ["default_config", "permission_policy", "type"], ""),
+# toolset indexes one toolset (server "" for the built-in one):
+#   named[tool]: the reason for a tool the definition names (SPEC §3 steps
+#     3-5: a configs entry with enabled false or a policy, else a safety
+#     override), keyed by the name a call arrives with (for MCP, the bare name);
+#   configured[tool]: tools a configs entry enables;
+#   default: step 6, the default_config policy ({rule, effect, suffix}), or null;
+#   default_enabled: false when default_config turns the toolset off.
+toolset(id, def, t, server) := {
+	"named": named(id, def, t, server),
+	"configured": {bare(server, c.name): true | some c in object.get(t, "configs", []); object.get(c, "enabled", true) != false},
+	"default": default_policy(t, server),
 	"default_enabled": object.get(t, ["default_config", "enabled"], true),
-	"configs": {c.name: config(c) | some c in object.get(t, "configs", [])},
 }
 
-config(c) := {
-	"enabled": object.get(c, "enabled", true),
-	"policy": object.get(c, ["permission_policy", "type"], ""),
+named(id, def, t, server) := {name: r |
+	some name in names(def, t, server)
+	r := named_reason(id, def, t, server, name)
 }
+
+# names are the tools a toolset's configs or the agent's overrides name.
+names(def, t, server) := {bare(server, c.name) | some c in object.get(t, "configs", [])} | {bare(server, k) |
+	some k, _ in object.get(def, "safety_overrides", {})
+	owned(server, k)
+}
+
+# bare is the name a tool arrives with: for MCP, without mcp__<server>__.
+bare(server, name) := substring(name, count(prefix(server)), -1) if {
+	server != ""
+	startswith(name, prefix(server))
+} else := name
+
+prefix(server) := concat("", ["mcp__", server, "__"])
+
+full(server, name) := name if server == ""
+
+full(server, name) := concat("", [prefix(server), name]) if server != ""
+
+owned("", k) if not startswith(k, "mcp__")
+
+owned(server, k) if {
+	server != ""
+	startswith(k, prefix(server))
+}
+
+# configs_entry is the configs entry for a tool: by bare name, then by full name.
+configs_entry(t, server, name) := c if {
+	some c in object.get(t, "configs", [])
+	c.name == name
+} else := c if {
+	some c in object.get(t, "configs", [])
+	c.name == full(server, name)
+}
+
+toolset_name("") := "agent_toolset"
+
+toolset_name(server) := sprintf("mcp_toolset[%s]", [server]) if server != ""
+
+named_reason(id, def, t, server, name) := deny(
+	sprintf("%s.configs[%s]", [toolset_name(server), c.name]),
+	sprintf("%s is disabled for agent '%s' (enabled: false): do not call it", [name, id]),
+) if {
+	c := configs_entry(t, server, name)
+	c.enabled == false
+} else := policy(sprintf("%s.configs[%s]", [toolset_name(server), c.name]), name, c.permission_policy.type) if {
+	c := configs_entry(t, server, name)
+	c.permission_policy.type
+} else := by_category(sprintf("safety_overrides[%s]", [full(server, name)]), name, def.safety_overrides[full(server, name)])
+
+default_policy(t, server) := {
+	"rule": sprintf("%s.default_config", [toolset_name(server)]),
+	"effect": effects[t.default_config.permission_policy.type],
+	"suffix": suffix(t.default_config.permission_policy.type, sprintf("%s.default_config", [toolset_name(server)])),
+} if {
+	t.default_config.permission_policy.type
+} else := null
+
+effects := {"always_allow": "allow", "always_ask": "ask"}
+
+suffix("always_allow", rule) := allow_suffix(rule)
+
+suffix("always_ask", rule) := ask_suffix(rule)
+
+allow_suffix(rule) := sprintf(" runs: %s is always_allow", [rule])
+
+ask_suffix(rule) := sprintf(" needs a person's confirmation (%s: always_ask)", [rule])
+
+policy(rule, name, "always_allow") := allow(rule, concat("", [name, allow_suffix(rule)]))
+
+policy(rule, name, "always_ask") := ask(rule, concat("", [name, ask_suffix(rule)]))
+
+by_category(rule, name, "SAFE") := allow(rule, sprintf("%s runs: category SAFE", [name]))
+
+by_category(rule, name, "ASK") := ask(rule, sprintf("%s needs a person's confirmation (category ASK)", [name]))
+
+allow(rule, msg) := {"axis": "permission", "rule": rule, "effect": "allow", "message": msg}
+
+ask(rule, msg) := {"axis": "permission", "rule": rule, "effect": "ask", "message": msg}
+
+deny(rule, msg) := {"axis": "permission", "rule": rule, "effect": "deny", "message": msg}
+
+# merged_guardrails combines data.guardrails (every agent) with an agent's
+# own guardrails key: command rules split into words and keyed by program,
+# and the protected names in force.
+merged_guardrails(own) := {
+	"deny": by_program(array.concat(object.get(global, "deny_commands", []), object.get(own, "deny_commands", []))),
+	"ask": by_program(array.concat(object.get(global, "ask_commands", []), object.get(own, "ask_commands", []))),
+	"protected": protected_names(own),
+}
+
+default global := {}
+
+global := data.guardrails
+
+by_program(rules) := {program: [{"rule": r, "words": ws} |
+	some r in rules
+	ws := words(r)
+	ws[0] == program
+] |
+	some r in rules
+	program := words(r)[0]
+}
+
+words(rule) := [w | some w in split(rule, " "); w != ""]
+
+protected_names(own) := array.concat(listed(own), data.toolpdp.tables.protected_names) if {
+	protect_vcs_and_agent_config(own)
+} else := listed(own)
+
+listed(own) := array.concat(object.get(global, "protected_paths", []), object.get(own, "protected_paths", []))
+
+protect_vcs_and_agent_config(own) := own.protect_vcs_and_agent_config if {
+	is_boolean(own.protect_vcs_and_agent_config)
+} else := global.protect_vcs_and_agent_config if {
+	is_boolean(global.protect_vcs_and_agent_config)
+} else := true

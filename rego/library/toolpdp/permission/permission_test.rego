@@ -7,7 +7,7 @@ import rego.v1
 # reason is the permission axis's answer for agent definition def.
 reason(def, req) := r if {
 	r := permission.reason with input as object.union(
-		{"agent_id": "a", "server": "", "category": "", "args": {}, "env": {}, "paths": [], "agent": index.normalize(def)},
+		{"agent_id": "a", "server": "", "category": "", "args": {}, "env": {}, "paths": [], "agent": index.normalize("a", def)},
 		req,
 	)
 }
@@ -178,9 +178,9 @@ test_toolset_defaults if {
 
 # tools absent: the built-in toolset plus one MCP toolset per declared server.
 test_tools_absent_gives_seed000_shape if {
-	n := index.normalize({"mcp_servers": [{"name": "gh"}]})
-	n.agent_toolset.default == ""
-	n.mcp_toolsets.gh.default == ""
+	n := index.normalize("a", {"mcp_servers": [{"name": "gh"}]})
+	n.builtin.default == null
+	n.mcp.gh.default == null
 	n.permission_callback == true
 	n.max_consecutive_denials == 5
 }
