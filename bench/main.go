@@ -108,7 +108,8 @@ func run() error {
 		return fmt.Errorf("OPA decides %q (%v), toolpdp %s: not the same computation", got, err, want.Decision)
 	}
 
-	fmt.Printf("machine: %d CPUs; %s each, %d in flight; request: %s %s\n\n", numCPU(), *duration, *concurrency, req.ToolName, req.Args.AsMap()["command"])
+	fmt.Printf("machine: %d CPUs; %s each, %d in flight; request: %s %s; OPA's input: %d bytes of JSON\n\n",
+		numCPU(), *duration, *concurrency, req.ToolName, req.Args.AsMap()["command"], len(opaBody))
 	decide := func(c pb.DecisionServiceClient) func() error {
 		return func() error { _, err := c.Decide(context.Background(), req); return err }
 	}
@@ -139,6 +140,11 @@ func run() error {
 	for _, r := range results {
 		fmt.Printf("%-34s %10.0f %9s %9s %9s %9s %7d\n", r.name, r.throughput, r.q(0.5), r.q(0.9), r.q(0.99), r.q(0.999), r.errors)
 	}
+	for _, r := range results {
+		if r.firstErr != "" {
+			fmt.Printf("first error of %s: %s\n", r.name, r.firstErr)
+		}
+	}
 	fmt.Printf("\nratios: Decide/OPA REST %.2fx (target >= 2), Decide/Health Check %.2fx (target >= 0.6), fixed-rate p99 %s (target <= 1ms)\n",
 		results[0].throughput/results[3].throughput, results[0].throughput/results[2].throughput, results[4].q(0.99))
 	return nil
@@ -149,6 +155,7 @@ type result struct {
 	throughput float64
 	latencies  []time.Duration
 	errors     int64
+	firstErr   string
 }
 
 func (r result) q(p float64) string {
@@ -164,6 +171,7 @@ func closedLoop(name string, call func() error) result {
 	var mu sync.Mutex
 	var all []time.Duration
 	var errs atomic.Int64
+	var firstErr atomic.Value
 	deadline := time.Now().Add(*duration)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -176,6 +184,7 @@ func closedLoop(name string, call func() error) result {
 				t := time.Now()
 				if err := call(); err != nil {
 					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
 				}
 				lat = append(lat, time.Since(t))
 			}
@@ -186,7 +195,8 @@ func closedLoop(name string, call func() error) result {
 	}
 	wg.Wait()
 	slices.Sort(all)
-	return result{name: name, throughput: float64(len(all)) / time.Since(start).Seconds(), latencies: all, errors: errs.Load()}
+	fe, _ := firstErr.Load().(string)
+	return result{name: name, throughput: float64(len(all)) / time.Since(start).Seconds(), latencies: all, errors: errs.Load(), firstErr: fe}
 }
 
 // fixedRate sends -rate requests per second for -duration, each measured
@@ -196,6 +206,7 @@ func fixedRate(name string, call func() error) result {
 	interval := time.Second / time.Duration(*rate)
 	lat := make([]time.Duration, n)
 	var errs atomic.Int64
+	var firstErr atomic.Value
 	sem := make(chan struct{}, 1000)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -208,13 +219,15 @@ func fixedRate(name string, call func() error) result {
 			defer func() { <-sem; wg.Done() }()
 			if err := call(); err != nil {
 				errs.Add(1)
+				firstErr.CompareAndSwap(nil, err.Error())
 			}
 			lat[i] = time.Since(due)
 		}()
 	}
 	wg.Wait()
 	slices.Sort(lat)
-	return result{name: name, throughput: float64(n) / time.Since(start).Seconds(), latencies: lat, errors: errs.Load()}
+	fe, _ := firstErr.Load().(string)
+	return result{name: name, throughput: float64(n) / time.Since(start).Seconds(), latencies: lat, errors: errs.Load(), firstErr: fe}
 }
 
 // rssRun makes -decisions decisions and prints the server's RSS every 100k.

@@ -171,9 +171,11 @@ func literal(src string, w *syntax.Word) word {
 		return static
 	})
 	if static {
-		// Fields does bash's quote and backslash removal (c\url is curl);
-		// with a nil config it neither globs nor reads the environment.
-		if f, err := expand.Fields(nil, w); err == nil && len(f) == 1 {
+		// Fields does bash's quote and backslash removal (c\url is curl).
+		// A fresh, empty Config: it neither globs nor reads the environment.
+		// Not nil: mvdan.cc/sh v3.14.1 gives every nil-config caller one
+		// shared global Config and mutates it, a data race under load.
+		if f, err := expand.Fields(&expand.Config{}, w); err == nil && len(f) == 1 {
 			return word{text: f[0], static: true}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -244,3 +245,23 @@ func simpleScript(s string) bool {
 var reserved = map[string]bool{"if": true, "then": true, "else": true, "elif": true, "fi": true, "do": true, "done": true,
 	"case": true, "esac": true, "while": true, "until": true, "for": true, "in": true, "function": true, "select": true,
 	"time": true, "coproc": true}
+
+// ParseCommand is called from every gRPC handler at once: it must share no
+// mutable state (run under -race; mvdan.cc/sh's nil expand config did).
+func TestParseCommandConcurrently(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				ls, err := ParseCommand(fmt.Sprintf(`cd src%d && "go" test ./... | c\url -s x%d`, g, i))
+				if err != nil || len(ls) != 3 || ls[2].Name != "curl" {
+					t.Errorf("got %v %v", ls, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
