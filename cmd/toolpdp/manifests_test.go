@@ -1,0 +1,219 @@
+package main
+
+import (
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+const manifestDir = "../../deploy/kubernetes/base"
+
+type k8sObject struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Data map[string]string `yaml:"data"`
+	Spec struct {
+		PolicyTypes []string `yaml:"policyTypes"`
+		Ingress     []any    `yaml:"ingress"`
+		Template    struct {
+			Spec podSpec `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+type podSpec struct {
+	SecurityContext struct {
+		RunAsNonRoot   bool              `yaml:"runAsNonRoot"`
+		FSGroup        int               `yaml:"fsGroup"`
+		SeccompProfile map[string]string `yaml:"seccompProfile"`
+	} `yaml:"securityContext"`
+	InitContainers []container `yaml:"initContainers"`
+	Containers     []container `yaml:"containers"`
+	Volumes        []struct {
+		Name      string `yaml:"name"`
+		ConfigMap *struct {
+			Name  string `yaml:"name"`
+			Items []struct {
+				Key  string `yaml:"key"`
+				Path string `yaml:"path"`
+			} `yaml:"items"`
+		} `yaml:"configMap"`
+		EmptyDir any `yaml:"emptyDir"`
+	} `yaml:"volumes"`
+}
+
+type probe struct {
+	GRPC *struct {
+		Port int `yaml:"port"`
+	} `yaml:"grpc"`
+}
+
+type container struct {
+	Name          string   `yaml:"name"`
+	Args          []string `yaml:"args"`
+	RestartPolicy string   `yaml:"restartPolicy"`
+	Env           []struct {
+		Name  string `yaml:"name"`
+		Value string `yaml:"value"`
+	} `yaml:"env"`
+	Ports []struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+	} `yaml:"ports"`
+	StartupProbe   *probe `yaml:"startupProbe"`
+	ReadinessProbe *probe `yaml:"readinessProbe"`
+	LivenessProbe  *probe `yaml:"livenessProbe"`
+	Resources      struct {
+		Requests map[string]string `yaml:"requests"`
+		Limits   map[string]string `yaml:"limits"`
+	} `yaml:"resources"`
+	SecurityContext struct {
+		AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+		ReadOnlyRootFilesystem   bool  `yaml:"readOnlyRootFilesystem"`
+		Capabilities             struct {
+			Drop []string `yaml:"drop"`
+		} `yaml:"capabilities"`
+	} `yaml:"securityContext"`
+	VolumeMounts []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	} `yaml:"volumeMounts"`
+}
+
+func (c container) mount(volume string) string {
+	for _, m := range c.VolumeMounts {
+		if m.Name == volume {
+			return m.MountPath
+		}
+	}
+	return ""
+}
+
+// TestKubernetesManifests: every manifest parses, and what the sidecar is
+// told matches what the pod gives it: the socket path, the probe port, the
+// bundle mount, and a bundle that passes `toolpdp check`.
+func TestKubernetesManifests(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(manifestDir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kust struct {
+		Resources []string `yaml:"resources"`
+	}
+	if err := yaml.Unmarshal(raw, &kust); err != nil {
+		t.Fatalf("kustomization.yaml: %v", err)
+	}
+	objects := map[string]k8sObject{}
+	for _, r := range kust.Resources {
+		raw, err := os.ReadFile(filepath.Join(manifestDir, r))
+		if err != nil {
+			t.Fatalf("kustomization lists %s: %v", r, err)
+		}
+		var o k8sObject
+		if err := yaml.Unmarshal(raw, &o); err != nil {
+			t.Fatalf("%s: %v", r, err)
+		}
+		objects[o.Kind] = o
+	}
+	pod := objects["Deployment"].Spec.Template.Spec
+	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Name != "toolpdp" || pod.InitContainers[0].RestartPolicy != "Always" {
+		t.Fatal("toolpdp must be the native sidecar (an init container with restartPolicy Always)")
+	}
+	sidecar, agent := pod.InitContainers[0], pod.Containers[0]
+
+	// The sidecar's args are valid flags of this very binary.
+	cfg, parseArgs := serveFlags(io.Discard)
+	if len(sidecar.Args) == 0 || sidecar.Args[0] != "serve" {
+		t.Fatalf("sidecar args %v do not start with serve", sidecar.Args)
+	}
+	if err := parseArgs(sidecar.Args[1:]); err != nil {
+		t.Fatalf("sidecar args: %v", err)
+	}
+
+	// Socket: the --listen path lies in the shared volume, mounted in both
+	// containers at the same place, and the agent is told that address.
+	if len(cfg.listens) != 1 || !strings.HasPrefix(cfg.listens[0], "unix://") {
+		t.Fatalf("--listen %v: want one unix socket", cfg.listens)
+	}
+	sock := strings.TrimPrefix(cfg.listens[0], "unix://")
+	if filepath.Dir(sock) != sidecar.mount("toolpdp-socket") || sidecar.mount("toolpdp-socket") != agent.mount("toolpdp-socket") {
+		t.Fatalf("socket %s: mounted at %q (sidecar) and %q (agent)", sock, sidecar.mount("toolpdp-socket"), agent.mount("toolpdp-socket"))
+	}
+	agentAddr := ""
+	for _, e := range agent.Env {
+		if e.Name == "TOOLPDP_ADDR" {
+			agentAddr = e.Value
+		}
+	}
+	if agentAddr != cfg.listens[0] {
+		t.Fatalf("agent TOOLPDP_ADDR %q, sidecar --listen %q", agentAddr, cfg.listens[0])
+	}
+	if cfg.socketMode != "0660" || pod.SecurityContext.FSGroup == 0 {
+		t.Fatalf("socket mode %s with fsGroup %d: the agent reaches a 0660 socket through the pod's group", cfg.socketMode, pod.SecurityContext.FSGroup)
+	}
+
+	// Probes: gRPC health on the --health-listen port, declared as a port.
+	_, port, err := net.SplitHostPort(cfg.healthListen)
+	if err != nil {
+		t.Fatalf("--health-listen %q: %v", cfg.healthListen, err)
+	}
+	for name, p := range map[string]*probe{"startup": sidecar.StartupProbe, "readiness": sidecar.ReadinessProbe, "liveness": sidecar.LivenessProbe} {
+		if p == nil || p.GRPC == nil || strconv.Itoa(p.GRPC.Port) != port {
+			t.Errorf("%s probe: want grpc on port %s", name, port)
+		}
+	}
+
+	// Bundle: --bundle is the ConfigMap volume's mount; the ConfigMap exists
+	// and what it holds is a valid bundle.
+	if cfg.bundles[0] != sidecar.mount("toolpdp-bundle") {
+		t.Fatalf("--bundle %s, bundle volume mounted at %s", cfg.bundles[0], sidecar.mount("toolpdp-bundle"))
+	}
+	cm := objects["ConfigMap"]
+	files := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.Name != "toolpdp-bundle" || v.ConfigMap == nil || v.ConfigMap.Name != cm.Metadata.Name {
+			continue
+		}
+		for _, item := range v.ConfigMap.Items {
+			content, ok := cm.Data[item.Key]
+			if !ok {
+				t.Fatalf("volume item %s: no such key in ConfigMap %s", item.Key, cm.Metadata.Name)
+			}
+			files[item.Path] = content
+		}
+	}
+	if files[".manifest"] == "" {
+		t.Fatal("the bundle volume has no .manifest")
+	}
+	if out, _, err := runCmd(t, "", "check", bundleDir(t, files)); err != nil {
+		t.Fatalf("toolpdp check on the ConfigMap's bundle: %v", err)
+	} else if strings.Contains(out, "warning") {
+		t.Fatalf("the example bundle has warnings:\n%s", out)
+	}
+
+	// Hardening and sizing.
+	if !pod.SecurityContext.RunAsNonRoot || pod.SecurityContext.SeccompProfile["type"] != "RuntimeDefault" {
+		t.Error("pod: want runAsNonRoot and seccomp RuntimeDefault")
+	}
+	for _, c := range []container{sidecar, agent} {
+		sc := c.SecurityContext
+		if !sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+			t.Errorf("%s: want a read-only root, no privilege escalation, all capabilities dropped", c.Name)
+		}
+	}
+	if sidecar.Resources.Requests["memory"] == "" || sidecar.Resources.Limits["memory"] == "" || sidecar.Resources.Requests["cpu"] == "" {
+		t.Error("sidecar: want cpu and memory requests and a memory limit")
+	}
+	np := objects["NetworkPolicy"]
+	if len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != "Ingress" || len(np.Spec.Ingress) != 0 {
+		t.Error("NetworkPolicy: want Ingress denied (policyTypes [Ingress], no rules)")
+	}
+}
