@@ -171,3 +171,33 @@ func TestConfirm(t *testing.T) {
 		t.Fatalf("answered asks still pending: %v", pending.Asks)
 	}
 }
+
+// A pinned session keeps its agent definition, but guardrails always come
+// from the newest bundle: a security fix reaches running sessions at once.
+func TestGuardrailsReachPinnedSessions(t *testing.T) {
+	allowAll := `{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`
+	dir := writeBundle(t, map[string]string{".manifest": manifest("v1"), "agents/data.json": allowAll})
+	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	curl := &pb.DecideRequest{AgentId: "b", SessionId: "pinned", ToolName: "Bash", Args: mustStruct(t, map[string]any{"command": "curl x"})}
+	if d := ts.decide(t, curl).Decision; d != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("before the fix: %s", d)
+	}
+	// The new bundle changes the agent's policy (ask) and adds a guardrail.
+	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(`{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}],
+		"guardrails": {"deny_commands": ["curl"]}}}`))
+	writeFileAtomic(t, filepath.Join(dir, "guardrails", "data.json"), []byte(`{"deny_commands": ["wget"]}`))
+	if err := ts.loader.Reload(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	resp := ts.decide(t, curl)
+	if resp.Decision != pb.Decision_DECISION_DENY || resp.Reasons[0].Effect != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("pinned session after the fix: %s, reasons %v; want the pinned allow plus the new deny", resp.Decision, resp.Reasons)
+	}
+	wget := &pb.DecideRequest{AgentId: "b", SessionId: "pinned", ToolName: "Bash", Args: mustStruct(t, map[string]any{"command": "wget x"})}
+	if d := ts.decide(t, wget).Decision; d != pb.Decision_DECISION_DENY {
+		t.Fatalf("global guardrail on a pinned session: %s", d)
+	}
+	if d := ts.decide(t, &pb.DecideRequest{AgentId: "b", SessionId: "pinned", ToolName: "Bash"}).Decision; d != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("the pinned definition changed: %s", d)
+	}
+}

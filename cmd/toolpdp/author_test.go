@@ -146,3 +146,27 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckRejectsOverlappingRoots(t *testing.T) {
+	a := bundleDir(t, map[string]string{".manifest": `{"roots": ["agents"]}`, "agents/data.json": `{"a": {}}`})
+	b := bundleDir(t, map[string]string{".manifest": `{"roots": ["agents/b"]}`, "agents/b/data.json": `{}`})
+	_, _, err := runCmd(t, "", "check", a, b)
+	if err == nil || !strings.Contains(err.Error(), "cannot be combined") || !strings.Contains(err.Error(), "overlap") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestTestCommandWithCoverage(t *testing.T) {
+	out, _, err := runCmd(t, "", "test", "--coverage", "../../testdata/guardrail-examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "PASS: 2/2") || !strings.Contains(out, "coverage:") || !strings.Contains(out, "secrets.rego") {
+		t.Fatalf("output:\n%s", out)
+	}
+	failing := bundleDir(t, map[string]string{"guardrails/x/x_test.rego": "package guardrails.x_test\n\nimport rego.v1\n\ntest_no if { 1 == 2 }\n"})
+	out, _, err = runCmd(t, "", "test", failing)
+	if err == nil || !strings.Contains(out, "FAIL: 1/1") {
+		t.Fatalf("a failing test: err %v\n%s", err, out)
+	}
+}

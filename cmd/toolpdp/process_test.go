@@ -227,3 +227,23 @@ func TestWaitForBundleProcess(t *testing.T) {
 	}
 	waitServing(t, conn, p)
 }
+
+// toolpdp pending and toolpdp status against a running server.
+func TestPendingAndStatusCommands(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	p := start(t, "serve", "--listen", "unix://"+sock, "--metrics-listen", "", "--decision-log", "off")
+	conn := dialUnix(t, sock)
+	waitServing(t, conn, p)
+	ask, err := pb.NewDecisionServiceClient(conn).Decide(context.Background(), &pb.DecideRequest{SessionId: "s", ToolName: "Bash"})
+	if err != nil || ask.Decision != pb.Decision_DECISION_ASK {
+		t.Fatalf("Bash: %v %v", ask, err)
+	}
+	out, err := exec.Command(binary(t), "pending", "--addr", "unix://"+sock).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), ask.DecisionId) || !strings.Contains(string(out), "1 waiting") {
+		t.Fatalf("pending: %v\n%s", err, out)
+	}
+	out, err = exec.Command(binary(t), "status", "--addr", "unix://"+sock).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"policyRevision": "library-0.1.0,default-0.1.0"`) {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+}
