@@ -26,11 +26,7 @@ func check(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		fmt.Fprintln(stderr, "usage: toolpdp check PATH...")
 		return errUsage
 	}
-	bundles, err := (&pdp.Sources{Paths: fs.Args()}).Read()
-	if err != nil {
-		return err
-	}
-	snap, err := pdp.NewSnapshot(ctx, bundles, time.Now())
+	_, snap, err := compile(ctx, fs.Args())
 	if err != nil {
 		return err
 	}
@@ -39,6 +35,17 @@ func check(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	}
 	fmt.Fprintf(stdout, "ok: %s (revision %q)\n", strings.Join(fs.Args(), ", "), snap.Revision)
 	return nil
+}
+
+// compile reads, validates and compiles bundles as serve would, without
+// running their tests.
+func compile(ctx context.Context, paths []string) ([]*pdp.Bundle, *pdp.Snapshot, error) {
+	bundles, err := (&pdp.Sources{Paths: paths}).Read()
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, err := pdp.NewSnapshot(ctx, bundles, time.Now())
+	return bundles, snap, err
 }
 
 // test runs the bundles' _test.rego files together with the library.
@@ -53,11 +60,7 @@ func test(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wri
 		fmt.Fprintln(stderr, "usage: toolpdp test [--coverage] PATH...")
 		return errUsage
 	}
-	bundles, err := (&pdp.Sources{Paths: fs.Args()}).Read()
-	if err != nil {
-		return err
-	}
-	snap, err := pdp.NewSnapshot(ctx, bundles, time.Now())
+	bundles, snap, err := compile(ctx, fs.Args())
 	if err != nil {
 		return err
 	}

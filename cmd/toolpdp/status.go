@@ -22,16 +22,13 @@ func status(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	conn, err := dial(*addr)
+	var st *pb.StatusResponse
+	err := call(ctx, *addr, func(ctx context.Context, c pb.DecisionServiceClient) (err error) {
+		st, err = c.Status(ctx, &pb.StatusRequest{})
+		return err
+	})
 	if err != nil {
 		return err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	st, err := pb.NewDecisionServiceClient(conn).Status(ctx, &pb.StatusRequest{})
-	if err != nil {
-		return fmt.Errorf("%s: %w", *addr, err)
 	}
 	out, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(st)
 	if err != nil {
@@ -55,16 +52,13 @@ func pending(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	conn, err := dial(*addr)
+	var resp *pb.ListPendingResponse
+	err := call(ctx, *addr, func(ctx context.Context, c pb.DecisionServiceClient) (err error) {
+		resp, err = c.ListPending(ctx, &pb.ListPendingRequest{AgentId: *agent})
+		return err
+	})
 	if err != nil {
 		return err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := pb.NewDecisionServiceClient(conn).ListPending(ctx, &pb.ListPendingRequest{AgentId: *agent})
-	if err != nil {
-		return fmt.Errorf("%s: %w", *addr, err)
 	}
 	now := time.Now()
 	for _, a := range resp.Asks {
@@ -75,11 +69,22 @@ func pending(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	return nil
 }
 
-// dial connects to a running server, over TCP or a unix socket.
-func dial(addr string) (*grpc.ClientConn, error) {
+// call runs f against a running server, over TCP or a unix socket, with
+// a 5 s deadline.
+func call(ctx context.Context, addr string, f func(context.Context, pb.DecisionServiceClient) error) error {
 	target := addr
 	if !strings.HasPrefix(target, "unix://") {
 		target = "passthrough:///" + target
 	}
-	return grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := f(ctx, pb.NewDecisionServiceClient(conn)); err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
+	return nil
 }
