@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -242,8 +243,11 @@ func TestPendingAndStatusCommands(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), ask.DecisionId) || !strings.Contains(string(out), "1 waiting") {
 		t.Fatalf("pending: %v\n%s", err, out)
 	}
-	out, err = exec.Command(binary(t), "status", "--addr", "unix://"+sock).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), `"policyRevision": "library-0.1.0,default-0.1.0"`) {
+	out, err = exec.Command(binary(t), "status", "--addr", "unix://"+sock).Output()
+	var st struct {
+		PolicyRevision string `json:"policyRevision"`
+	}
+	if err != nil || json.Unmarshal(out, &st) != nil || st.PolicyRevision != "library-0.1.0,default-0.1.0" {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
 }
