@@ -207,7 +207,7 @@ func source(src string, n syntax.Node) string {
 	return src[start:end]
 }
 
-var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true, "busybox": false}
+var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true}
 
 // shellScript finds the string of `sh [options] -c STRING`.
 func shellScript(args []word) (string, bool) {

@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // sessionKey identifies a session: the same session id under another agent
@@ -27,13 +29,25 @@ type Sessions struct {
 	lru     *list.List // front: most recently used
 	max     int
 	idle    time.Duration
-	evicted func() // counts evictions; may be nil
+	evicted prometheus.Counter // sessions released at the bound
 }
 
 // NewSessions returns a store of at most max sessions, each released after
 // idle without use.
 func NewSessions(max int, idle time.Duration) *Sessions {
-	return &Sessions{byKey: map[sessionKey]*session{}, lru: list.New(), max: max, idle: idle}
+	return &Sessions{byKey: map[sessionKey]*session{}, lru: list.New(), max: max, idle: idle,
+		evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolpdp_sessions_evicted_total",
+			Help: "Sessions released because --max-sessions was reached (the longest idle first).",
+		})}
+}
+
+// Collectors are the store's metrics, for a registry.
+func (s *Sessions) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.evicted, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "toolpdp_sessions",
+		Help: "Sessions held (pinned definitions and denial counts).",
+	}, func() float64 { return float64(s.Len()) })}
 }
 
 // Pin returns the agent definition the session started with, pinning
@@ -115,9 +129,7 @@ func (s *Sessions) touch(k sessionKey, now time.Time) *session {
 	}
 	for len(s.byKey) >= s.max && s.lru.Len() > 0 {
 		s.remove(s.lru.Back().Value.(*session))
-		if s.evicted != nil {
-			s.evicted()
-		}
+		s.evicted.Inc()
 	}
 	ss = &session{key: k, lastUsed: now}
 	ss.elem = s.lru.PushFront(ss)

@@ -81,6 +81,9 @@ func TestPinEvictionAtTheBound(t *testing.T) {
 	if decide("s2") != pb.Decision_DECISION_ASK {
 		t.Fatal("s2 was not released at the bound: it kept its old definition")
 	}
+	if n := counterValue(t, ts.engine.sessions.evicted); n != 2 { // s2 for s3, then s1 for s2's return
+		t.Fatalf("toolpdp_sessions_evicted_total = %v, want 2", n)
+	}
 }
 
 func TestIdleTimeoutAndEndSessionReleasePins(t *testing.T) {

@@ -127,6 +127,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	}
 	defer dlog.Close() // after the server has stopped: flushes what is queued
 	sessions := pdp.NewSessions(c.maxSessions, c.sessionIdle)
+	reg.MustRegister(sessions.Collectors()...)
 	engine := pdp.NewEngine(pdp.EngineConfig{Logger: log, EvalTimeout: c.evalTimeout, Sessions: sessions,
 		Pending: pdp.NewPending(c.maxPending, c.pendingTTL), DecisionLog: dlog})
 	vc, err := verification(c.verifyKey, c.verifyKeyID, c.verifyAlg)
