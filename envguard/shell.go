@@ -1,6 +1,7 @@
 package envguard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path"
@@ -10,19 +11,21 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// Bounds on what ParseCommand accepts; past them the command cannot be
+// Bounds on what the shell analysis accepts; past them the command cannot be
 // checked, and the policy asks a person.
 const (
 	MaxCommandBytes = 64 << 10
 	MaxLeaves       = 1024
-	MaxShellDepth   = 8 // nested `bash -c` strings
+	MaxShellDepth   = 8   // nested `bash -c` strings, env -S strings, watch commands
+	MaxNesting      = 128 // parentheses and braces open at once: the parser's memory grows with it
+	maxUnseen       = 64  // constructs reported per command; one is enough to ask
 )
 
 // ErrUncheckable marks a command that cannot be turned into leaves: it does
 // not parse, or it exceeds a bound.
 var ErrUncheckable = errors.New("command cannot be checked")
 
-// Leaf is one simple command a shell line would run.
+// Leaf is one program a shell line would run.
 type Leaf struct {
 	// Argv is the command's words; a word with expansions is kept as written.
 	Argv []string
@@ -35,44 +38,149 @@ type Leaf struct {
 	Assigns []string
 	// Redirects are the redirections of the statement, e.g. "> /etc/passwd".
 	Redirects []string
+
+	words []word // Argv with what each word could become, for rule matching
 }
 
-// ParseCommand parses a shell command line into its leaf commands: every
-// simple command in lists, pipelines, subshells, blocks, compound commands,
-// command and process substitutions and the strings given to `sh -c`, with
-// wrappers such as env, timeout and sudo unwrapped (the wrapper stays a leaf
-// of its own too). Errors wrap ErrUncheckable.
-func ParseCommand(cmd string) ([]Leaf, error) {
-	p := &shellParser{}
-	if err := p.parse(cmd, 0); err != nil {
+// Unseen is a construct that runs code the analysis cannot see: eval, a
+// script read from stdin, inline interpreter code, an option that runs a
+// command, a wrapper option it does not know. Where command rules apply,
+// each one is asked about.
+type Unseen struct {
+	Construct string // what it is, for a person: "eval", "python -c (inline code)"
+	Text      string // the command it was found in, as written (bounded)
+}
+
+// Analysis is what a shell tool's command would run.
+type Analysis struct {
+	Leaves []Leaf
+	Unseen []Unseen
+}
+
+// Analyze parses a shell command line into its leaf programs — every simple
+// command of lists, pipelines, subshells, blocks, compound commands, command
+// and process substitutions, function bodies and the scripts given to shells
+// it can see — with wrappers unwrapped by their whole option syntax (the
+// wrapper stays a leaf of its own too), and lists what it cannot see.
+// Errors wrap ErrUncheckable.
+func (t *Tables) Analyze(ctx context.Context, cmd string) (*Analysis, error) {
+	a := &analyzer{ctx: ctx, t: t}
+	if err := a.script(cmd, 0, nil); err != nil {
 		return nil, err
 	}
-	return p.leaves, nil
+	return &a.out, nil
 }
 
-type shellParser struct {
-	leaves []Leaf
+// AnalyzeArgv is Analyze for a command given as an argv list (some agents'
+// shell tools send one): the list is one leaf, unwrapped the same way.
+func (t *Tables) AnalyzeArgv(ctx context.Context, argv []string) (*Analysis, error) {
+	a := &analyzer{ctx: ctx, t: t}
+	words := make([]word, len(argv))
+	for i, s := range argv {
+		words[i] = word{text: s, kind: literal}
+	}
+	if err := a.leaf(leafCtx{src: strings.Join(argv, " ")}, Leaf{}, words, 0); err != nil {
+		return nil, err
+	}
+	return &a.out, nil
 }
 
-func (p *shellParser) parse(cmd string, depth int) error {
+// ParseCommand is Analyze with empty tables (no interpreter, option or
+// variable data), leaves only.
+func ParseCommand(cmd string) ([]Leaf, error) {
+	a, err := (&Tables{}).Analyze(context.Background(), cmd)
+	if err != nil {
+		return nil, err
+	}
+	return a.Leaves, nil
+}
+
+type analyzer struct {
+	ctx context.Context
+	t   *Tables
+	out Analysis
+	// vars are the script's variables with what was assigned to them:
+	// clean when every value was a plain literal. A variable used in
+	// arithmetic is evaluated as an expression, subscripts included, so a
+	// value from elsewhere can run code ($((x)) with x='a[$(id)]').
+	vars map[string]bool // name -> dirty
+}
+
+// leafCtx is what a leaf's statement says about it beyond its words.
+type leafCtx struct {
+	src        string // the text the statement was parsed from
+	stmt       *syntax.Stmt
+	stdinPiped bool // stdin is a pipe, a here-document or here-string, or a substitution
+	stdinFile  bool // stdin is redirected from a named file
+}
+
+func (a *analyzer) unseen(construct, text string) {
+	if len(a.out.Unseen) < maxUnseen {
+		a.out.Unseen = append(a.out.Unseen, Unseen{Construct: construct, Text: clip(text)})
+	}
+}
+
+// clip bounds text quoted back to the caller.
+func clip(s string) string {
+	const n = 200
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8Start(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// script parses one shell script (the command, or a string a shell is given)
+// and records its leaves. pipedIn marks a script whose own stdin is a pipe.
+func (a *analyzer) script(cmd string, depth int, _ *syntax.Stmt) error {
+	if err := a.ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrUncheckable, err)
+	}
 	if len(cmd) > MaxCommandBytes {
 		return fmt.Errorf("%w: longer than %d bytes", ErrUncheckable, MaxCommandBytes)
 	}
 	if depth > MaxShellDepth {
-		return fmt.Errorf("%w: shell -c nested deeper than %d", ErrUncheckable, MaxShellDepth)
+		return fmt.Errorf("%w: shell strings nested deeper than %d", ErrUncheckable, MaxShellDepth)
+	}
+	if nesting(cmd) > MaxNesting {
+		return fmt.Errorf("%w: more than %d parentheses or braces open at once", ErrUncheckable, MaxNesting)
 	}
 	file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(cmd), "")
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUncheckable, err)
 	}
+	piped := pipeReceivers(file)
+	a.collectVars(cmd, file)
 	var walkErr error
 	syntax.Walk(file, func(node syntax.Node) bool {
 		if walkErr != nil {
 			return false
 		}
-		if stmt, ok := node.(*syntax.Stmt); ok {
-			if call, ok := stmt.Cmd.(*syntax.CallExpr); ok && len(call.Args) > 0 {
-				walkErr = p.call(cmd, stmt, call, depth)
+		switch n := node.(type) {
+		case *syntax.Stmt:
+			walkErr = a.stmt(cmd, n, piped[n], depth)
+		case *syntax.ArithmExp:
+			a.arithm(cmd, n, n.X)
+		case *syntax.ArithmCmd:
+			a.arithm(cmd, n, n.X)
+		case *syntax.LetClause:
+			for _, x := range n.Exprs {
+				a.arithm(cmd, n, x)
+			}
+		case *syntax.ParamExp:
+			a.paramExp(cmd, n)
+		case *syntax.TestClause:
+			a.testClause(cmd, n)
+		case *syntax.DeclClause:
+			a.declClause(cmd, n)
+		case *syntax.ForClause:
+			if it, ok := n.Loop.(*syntax.WordIter); ok && it.Name != nil {
+				a.assigned(it.Name.Value, !allClean(cmd, it.Items))
 			}
 		}
 		return true
@@ -80,211 +188,219 @@ func (p *shellParser) parse(cmd string, depth int) error {
 	return walkErr
 }
 
-// call records the leaf of one simple command and what it wraps. src is the
-// text the nodes were parsed from.
-func (p *shellParser) call(src string, stmt *syntax.Stmt, call *syntax.CallExpr, depth int) error {
-	words := make([]word, len(call.Args))
-	for i, w := range call.Args {
-		words[i] = literal(src, w)
+// nesting is the deepest run of open parentheses and braces in s, counted
+// without parsing (quotes ignored): a cheap bound before the parser, whose
+// memory grows with nesting.
+func nesting(s string) int {
+	depth, most := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(', '{', '[':
+			depth++
+			most = max(most, depth)
+		case ')', '}', ']':
+			depth = max(depth-1, 0)
+		}
 	}
-	leaf := Leaf{Assigns: make([]string, 0, len(call.Assigns))}
-	for _, a := range call.Assigns {
-		leaf.Assigns = append(leaf.Assigns, source(src, a))
-	}
-	for _, r := range stmt.Redirs {
-		leaf.Redirects = append(leaf.Redirects, source(src, r))
-	}
-	return p.add(leaf, words, depth)
+	return most
 }
 
-// add records words as a leaf, then follows wrappers and `sh -c` strings.
-func (p *shellParser) add(leaf Leaf, words []word, depth int) error {
+// pipeReceivers marks every statement whose stdin comes from a pipe, a
+// here-document or here-string, or a process substitution — the whole right
+// side of `|`, and everything inside a compound command so redirected.
+func pipeReceivers(file *syntax.File) map[*syntax.Stmt]bool {
+	out := map[*syntax.Stmt]bool{}
+	markAll := func(n syntax.Node) {
+		syntax.Walk(n, func(m syntax.Node) bool {
+			if s, ok := m.(*syntax.Stmt); ok {
+				out[s] = true
+			}
+			return true
+		})
+	}
+	syntax.Walk(file, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.BinaryCmd:
+			if n.Op == syntax.Pipe || n.Op == syntax.PipeAll {
+				markAll(n.Y)
+			}
+		case *syntax.Stmt:
+			if stdinKind(n) == stdinPipe {
+				markAll(n)
+			}
+		}
+		return true
+	})
+	return out
+}
+
+type stdin int
+
+const (
+	stdinInherited stdin = iota
+	stdinPipe
+	stdinNamedFile
+)
+
+// stdinKind is where a statement's own redirections send its stdin.
+func stdinKind(s *syntax.Stmt) stdin {
+	kind := stdinInherited
+	for _, r := range s.Redirs {
+		if r.N != nil && r.N.Value != "0" {
+			continue
+		}
+		switch r.Op {
+		case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
+			kind = stdinPipe
+		case syntax.RdrIn, syntax.RdrInOut, syntax.DplIn:
+			w := wordOf("", r.Word)
+			switch {
+			case w.kind != literal || stdinAlias(w.text):
+				kind = stdinPipe
+			case r.Op == syntax.DplIn:
+				// <&N duplicates another descriptor: whatever that holds.
+				kind = stdinPipe
+			default:
+				kind = stdinNamedFile
+			}
+		}
+	}
+	return kind
+}
+
+// stdinAlias reports a path that names the process's own stdin (or another
+// open descriptor): a script read from it comes from stdin.
+func stdinAlias(p string) bool {
+	return p == "-" || p == "/dev/stdin" || strings.HasPrefix(p, "/dev/fd/") || strings.HasPrefix(p, "/proc/self/fd/") ||
+		(strings.HasPrefix(p, "/proc/") && strings.Contains(p, "/fd/"))
+}
+
+// stmt records the leaf of one simple command.
+func (a *analyzer) stmt(src string, s *syntax.Stmt, piped bool, depth int) error {
+	call, ok := s.Cmd.(*syntax.CallExpr)
+	if !ok {
+		return nil
+	}
+	for _, as := range call.Assigns {
+		a.assign(src, as, len(call.Args) == 0)
+	}
+	if len(call.Args) == 0 {
+		return nil
+	}
+	words := make([]word, len(call.Args))
+	for i, w := range call.Args {
+		words[i] = wordOf(src, w)
+	}
+	leaf := Leaf{Assigns: make([]string, 0, len(call.Assigns))}
+	for _, as := range call.Assigns {
+		leaf.Assigns = append(leaf.Assigns, source(src, as))
+	}
+	for _, r := range s.Redirs {
+		leaf.Redirects = append(leaf.Redirects, source(src, r))
+	}
+	kind := stdinKind(s)
+	ctx := leafCtx{src: source(src, s), stmt: s, stdinPiped: piped || kind == stdinPipe, stdinFile: kind == stdinNamedFile}
+	return a.leaf(ctx, leaf, words, depth)
+}
+
+// leaf records words as a leaf, then what it runs: a wrapper's command, a
+// shell's script.
+func (a *analyzer) leaf(ctx leafCtx, leaf Leaf, words []word, depth int) error {
 	if len(words) == 0 {
 		return nil
 	}
-	if len(p.leaves) >= MaxLeaves {
+	if err := a.ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrUncheckable, err)
+	}
+	if len(a.out.Leaves) >= MaxLeaves {
 		return fmt.Errorf("%w: more than %d commands", ErrUncheckable, MaxLeaves)
 	}
+	leaf.words = words
 	leaf.Argv = make([]string, len(words))
 	for i, w := range words {
 		leaf.Argv[i] = w.text
 	}
 	prog := words[0]
-	leaf.Dynamic = !prog.static || strings.ContainsAny(prog.text, "*?[{")
+	leaf.Dynamic = prog.kind != literal
 	if !leaf.Dynamic {
 		leaf.Name = path.Base(prog.text)
 	}
-	p.leaves = append(p.leaves, leaf)
+	a.out.Leaves = append(a.out.Leaves, leaf)
 	if leaf.Dynamic {
+		a.unseen("a program computed at run time ("+clip(prog.text)+")", ctx.src)
 		return nil
 	}
-	if shells[leaf.Name] {
-		if script, ok := shellScript(words[1:]); ok {
-			return p.parse(script, depth+1)
-		}
-		return nil
-	}
-	if leaf.Name == "find" {
-		return p.findExec(words[1:], depth)
-	}
-	if w, ok := wrappers[leaf.Name]; ok {
-		if inner := w.unwrap(words[1:]); len(inner) > 0 {
-			return p.add(Leaf{}, inner, depth)
-		}
-	}
-	return nil
+	return a.runs(ctx, leaf.Name, words, depth)
 }
 
-// findExec records the commands of find's -exec, -execdir, -ok and -okdir,
-// each ended by ";" or "+".
-func (p *shellParser) findExec(args []word, depth int) error {
-	for i := 0; i < len(args); i++ {
-		switch args[i].text {
-		case "-exec", "-execdir", "-ok", "-okdir":
-			end := i + 1
-			for end < len(args) && args[end].text != ";" && args[end].text != "+" {
-				end++
-			}
-			if err := p.add(Leaf{}, args[i+1:end], depth); err != nil {
-				return err
-			}
-			i = end
-		}
-	}
-	return nil
-}
-
-// word is one shell word: its text with quotes removed when it is static
-// (no expansion), else as written.
+// word is one shell word: its text with quotes removed when it is a plain
+// literal, else as written, and what it could become at run time.
 type word struct {
-	text   string
-	static bool
+	text string
+	kind wordKind
+	// pattern is, for a glob or brace word, a regular expression matching
+	// every string it could expand to (compiled when a rule needs it).
+	pattern string
 }
 
-func literal(src string, w *syntax.Word) word {
-	static := expandable(w)
+type wordKind uint8
+
+const (
+	literal wordKind = iota // exactly this text
+	pattern                 // a glob or brace expansion: one or more strings matching pattern
+	opaque                  // a parameter, command or arithmetic substitution, ~: anything, any number of words
+)
+
+func wordOf(src string, w *syntax.Word) word {
+	if w == nil {
+		return word{kind: opaque}
+	}
+	out := word{text: source(src, w)}
+	dynamic := false
 	syntax.Walk(w, func(n syntax.Node) bool {
 		switch n.(type) {
 		case *syntax.ParamExp, *syntax.CmdSubst, *syntax.ArithmExp, *syntax.ProcSubst, *syntax.ExtGlob:
-			static = false
+			dynamic = true
 		}
-		return static
+		return !dynamic
 	})
-	if static {
-		// Fields does bash's quote and backslash removal (c\url is curl).
-		// A fresh, empty Config: it neither globs nor reads the environment.
-		// Not nil: mvdan.cc/sh v3.14.1 gives every nil-config caller one
-		// shared global Config and mutates it, a data race under load.
-		if f, err := expand.Fields(&expand.Config{}, w); err == nil && len(f) == 1 {
-			return word{text: f[0], static: true}
-		}
+	if dynamic || tilde(w) {
+		out.kind = opaque
+		return out
 	}
-	return word{text: source(src, w)}
+	if re, ok := globPattern(w); ok {
+		out.kind, out.pattern = pattern, re
+		return out
+	}
+	// Fields does bash's quote and backslash removal (c\url is curl).
+	// A fresh, empty Config: it neither globs nor reads the environment.
+	// Not nil: mvdan.cc/sh v3.14.1 gives every nil-config caller one
+	// shared global Config and mutates it, a data race under load.
+	if f, err := expand.Fields(&expand.Config{}, w); err == nil && len(f) == 1 {
+		out.text, out.kind = f[0], literal
+		return out
+	}
+	out.kind = opaque
+	return out
 }
 
-// expandable rules out the expansions that cost without bound or reach
-// outside: brace expansion ({1..99999999} is a hundred million words) and
-// tilde expansion (~user looks up a user). Such words keep their source text.
-func expandable(w *syntax.Word) bool {
-	for i, part := range w.Parts {
-		lit, ok := part.(*syntax.Lit)
-		if !ok {
-			continue
-		}
-		if strings.Contains(lit.Value, "{") || (i == 0 && strings.HasPrefix(lit.Value, "~")) {
-			return false
-		}
+// tilde reports a word starting with an unquoted ~ (a home directory).
+func tilde(w *syntax.Word) bool {
+	if len(w.Parts) == 0 {
+		return false
 	}
-	return true
+	lit, ok := w.Parts[0].(*syntax.Lit)
+	return ok && strings.HasPrefix(lit.Value, "~")
 }
 
 // source is a node's text as written.
 func source(src string, n syntax.Node) string {
+	if src == "" || n == nil {
+		return ""
+	}
 	start, end := int(n.Pos().Offset()), int(n.End().Offset())
 	if start < 0 || end > len(src) || start > end {
 		return ""
 	}
 	return src[start:end]
-}
-
-var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true}
-
-// shellScript finds the string of `sh [options] -c STRING`.
-func shellScript(args []word) (string, bool) {
-	for i, a := range args {
-		if !a.static || !strings.HasPrefix(a.text, "-") || a.text == "-" || a.text == "--" {
-			return "", false
-		}
-		// -c may be bundled with other single-letter options: -ec, -lc.
-		if !strings.HasPrefix(a.text, "--") && strings.Contains(a.text, "c") && i+1 < len(args) {
-			return args[i+1].text, args[i+1].static
-		}
-	}
-	return "", false
-}
-
-// wrapper describes a program that runs another: its options that take a
-// value, and how many operands come before the wrapped program.
-type wrapper struct {
-	valueOpts map[string]bool // options whose value is the next word
-	operands  int             // words before the program (timeout's DURATION)
-	assigns   bool            // NAME=VALUE words may precede the program (env)
-}
-
-func (w wrapper) unwrap(args []word) []word {
-	skip := w.operands
-	for i := 0; i < len(args); i++ {
-		a := args[i].text
-		switch {
-		case a == "--":
-			return nthOperand(args[i+1:], skip)
-		case strings.HasPrefix(a, "-") && len(a) > 1 && skip == w.operands:
-			if w.valueOpts[a] {
-				i++
-			}
-		case w.assigns && strings.Contains(a, "=") && !strings.HasPrefix(a, "="):
-		default:
-			if skip == 0 {
-				return args[i:]
-			}
-			skip--
-		}
-	}
-	return nil
-}
-
-func nthOperand(args []word, skip int) []word {
-	if skip >= len(args) {
-		return nil
-	}
-	return args[skip:]
-}
-
-func opts(names ...string) map[string]bool {
-	m := make(map[string]bool, len(names))
-	for _, n := range names {
-		m[n] = true
-	}
-	return m
-}
-
-// wrappers are the programs whose argument is another program to run.
-var wrappers = map[string]wrapper{
-	"env":     {valueOpts: opts("-u", "--unset", "-C", "--chdir", "-S", "--split-string"), assigns: true},
-	"timeout": {valueOpts: opts("-s", "--signal", "-k", "--kill-after"), operands: 1},
-	"nice":    {valueOpts: opts("-n", "--adjustment")},
-	"nohup":   {},
-	"command": {},
-	"exec":    {valueOpts: opts("-a")},
-	"xargs":   {valueOpts: opts("-I", "-L", "-n", "-P", "-s", "-d", "-E", "-a", "--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars", "--replace")},
-	"sudo":    {valueOpts: opts("-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host", "-p", "--prompt", "-r", "--role", "-t", "--type", "-U", "--other-user", "-T", "--command-timeout")},
-	"stdbuf":  {valueOpts: opts("-i", "-o", "-e")},
-	"time":    {valueOpts: opts("-f", "--format", "-o", "--output")},
-	"doas":    {valueOpts: opts("-u", "-C")},
-	"setsid":  {},
-	"chrt":    {operands: 1},
-	"ionice":  {valueOpts: opts("-c", "--class", "-n", "--classdata", "-t")},
-	"strace":  {valueOpts: opts("-e", "-o", "-p", "-s", "-u")},
-	"watch":   {valueOpts: opts("-n", "--interval", "-d")},
-	"flock":   {operands: 1, valueOpts: opts("-w", "--timeout", "-E", "-c")},
 }

@@ -1,10 +1,12 @@
 package pdp
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
-	"path"
 	"strconv"
+	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -42,10 +44,9 @@ func buildInput(snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequ
 	} else {
 		in.Insert(ast.StringTerm("paths"), ast.ArrayTerm())
 	}
-	if t.shellTools[req.GetToolName()] {
-		if c := commandValue(req.GetArgs()); c != nil {
-			in.Insert(ast.StringTerm("command"), ast.NewTerm(c))
-		}
+	if names, ok := t.shellTools[req.GetToolName()]; ok {
+		cmd := analyzeCommand(context.Background(), t.shell, snap.commandsFor(agentID), names, req.GetArgs())
+		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
 	}
 	return in
 }
@@ -179,47 +180,89 @@ func pathTerm(arg, access, raw, resolved string, err error) *ast.Term {
 	)
 }
 
-// commandValue is the command of a Bash/Exec call as leaves: the "command"
-// string parsed by envguard, or an "argv" list as one leaf. Nil when the
-// call names no command.
-func commandValue(args *structpb.Struct) ast.Value {
-	f := args.GetFields()
-	if v, ok := f["command"]; ok {
-		s, ok := v.GetKind().(*structpb.Value_StringValue)
+// analyzeCommand is what a shell tool's call would run: each of its command
+// arguments (a string is parsed, a list of strings is an argv) analysed by
+// envguard, the agent's command rules matched against every leaf, and what
+// the analysis could not see.
+func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *commandRules, names []string, args *structpb.Struct) ast.Value {
+	var leaves, unseen, matches []*ast.Term
+	var errs []string
+	found := false
+	for _, name := range names {
+		v, ok := argAt(args, name)
 		if !ok {
-			return commandError("the command argument is not a string")
+			continue
 		}
-		leaves, err := envguard.ParseCommand(s.StringValue)
+		found = true
+		a, err := analyzeArg(ctx, t, v)
 		if err != nil {
-			return commandError(err.Error())
+			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+			continue
 		}
-		terms := make([]*ast.Term, len(leaves))
-		for i, l := range leaves {
-			terms[i] = leafTerm(l)
+		for _, m := range cr.rules.Match(t, a) {
+			l := a.Leaves[m.Leaf]
+			matches = append(matches, ast.ObjectTerm(
+				item("list", ast.String(m.List)),
+				item("rule", ast.String(m.Rule)),
+				item("argv", stringArray(l.Argv)),
+				item("certain", ast.Boolean(m.Certain)),
+			))
 		}
-		return ast.NewObject(item("leaves", ast.NewArray(terms...)), item("error", ast.String("")))
+		for _, l := range a.Leaves {
+			leaves = append(leaves, leafTerm(l))
+		}
+		for _, u := range a.Unseen {
+			unseen = append(unseen, ast.ObjectTerm(item("construct", ast.String(u.Construct)), item("text", ast.String(u.Text))))
+		}
 	}
-	if v, ok := f["argv"]; ok {
-		list := v.GetListValue().GetValues()
+	return ast.NewObject(
+		item("leaves", ast.NewArray(leaves...)),
+		item("matches", ast.NewArray(matches...)),
+		item("unseen", ast.NewArray(unseen...)),
+		item("error", ast.String(strings.Join(errs, "; "))),
+		item("missing", ast.Boolean(!found)),
+		item("guarded", ast.Boolean(cr.guarded)),
+	)
+}
+
+// argAt looks up a command argument by its dotted path ("action.command").
+func argAt(args *structpb.Struct, name string) (*structpb.Value, bool) {
+	fields := args.GetFields()
+	for {
+		key, rest, nested := strings.Cut(name, ".")
+		v, ok := fields[key]
+		if !ok {
+			return nil, false
+		}
+		if !nested {
+			return v, true
+		}
+		fields, name = v.GetStructValue().GetFields(), rest
+	}
+}
+
+// analyzeArg analyses one command argument: a string is a shell command, a
+// list of strings an argv.
+func analyzeArg(ctx context.Context, t *envguard.Tables, v *structpb.Value) (*envguard.Analysis, error) {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		return t.Analyze(ctx, k.StringValue)
+	case *structpb.Value_ListValue:
+		list := k.ListValue.GetValues()
 		argv := make([]string, 0, len(list))
 		for _, a := range list {
 			s, ok := a.GetKind().(*structpb.Value_StringValue)
 			if !ok {
-				return commandError("the argv argument is not a list of strings")
+				return nil, errors.New("not a list of strings")
 			}
 			argv = append(argv, s.StringValue)
 		}
 		if len(argv) == 0 {
-			return commandError("the argv argument is empty")
+			return nil, errors.New("an empty argv")
 		}
-		leaf := envguard.Leaf{Argv: argv, Name: path.Base(argv[0])}
-		return ast.NewObject(item("leaves", ast.NewArray(leafTerm(leaf))), item("error", ast.String("")))
+		return t.AnalyzeArgv(ctx, argv)
 	}
-	return nil
-}
-
-func commandError(msg string) ast.Value {
-	return ast.NewObject(item("leaves", ast.NewArray()), item("error", ast.String(msg)))
+	return nil, errors.New("neither a string nor a list of strings")
 }
 
 func leafTerm(l envguard.Leaf) *ast.Term {

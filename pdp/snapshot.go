@@ -14,6 +14,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 
+	"github.com/toolpdp/toolpdp/envguard"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -42,6 +43,18 @@ type Snapshot struct {
 	// decision from the newest snapshot, whatever definition a session pinned.
 	guardrails       map[string]ast.Value
 	globalGuardrails ast.Value
+	// commands[agent] are the agent's command rules, compiled for the shell
+	// analysis, from the same merged guardrails.
+	commands       map[string]*commandRules
+	globalCommands *commandRules
+}
+
+// commandRules are the command rules in force for an agent. guarded is set
+// when any command rule applies — a rule in data or a guardrail package of
+// the bundle's owners — so what toolpdp cannot see in a command is asked.
+type commandRules struct {
+	rules   *envguard.Rules
+	guarded bool
 }
 
 // BundleInfo names one bundle of a snapshot.
@@ -76,10 +89,12 @@ type EnvSpec struct {
 }
 
 // tables are the library's data that Go needs before evaluating: which tools
-// take paths, and which run shell commands.
+// take paths, which run shell commands (and in which arguments), and what
+// the shell analysis reads.
 type tables struct {
 	fileTools  map[string]fileTool
-	shellTools map[string]bool
+	shellTools map[string][]string
+	shell      *envguard.Tables
 }
 
 type fileTool struct {
@@ -187,13 +202,21 @@ func (s *Snapshot) index(ctx context.Context, b *bundle.Bundle) error {
 	if err := json.Unmarshal(raw, &idx); err != nil {
 		return fmt.Errorf("%s: %w", indexQuery, err)
 	}
-	packages := ast.BooleanTerm(s.hasGuardrailPackages())
+	hasPackages := s.hasGuardrailPackages()
+	packages := ast.BooleanTerm(hasPackages)
 	if s.globalGuardrails, err = guardrailsValue(idx.GlobalGuardrails, packages); err != nil {
 		return err
 	}
+	if s.globalCommands, err = s.compileCommands(idx.GlobalGuardrails, hasPackages); err != nil {
+		return err
+	}
 	s.guardrails = make(map[string]ast.Value, len(idx.Guardrails))
+	s.commands = make(map[string]*commandRules, len(idx.Guardrails))
 	for id, g := range idx.Guardrails {
 		if s.guardrails[id], err = guardrailsValue(g, packages); err != nil {
+			return fmt.Errorf("agent '%s': guardrails: %w", id, err)
+		}
+		if s.commands[id], err = s.compileCommands(g, hasPackages); err != nil {
 			return fmt.Errorf("agent '%s': guardrails: %w", id, err)
 		}
 	}
@@ -218,6 +241,31 @@ func (s *Snapshot) index(ctx context.Context, b *bundle.Bundle) error {
 		s.agents[id] = a
 	}
 	return nil
+}
+
+// compileCommands compiles an index guardrails entry's command rules.
+func (s *Snapshot) compileCommands(v any, packages bool) (*commandRules, error) {
+	var g struct {
+		Deny []string `json:"deny_commands"`
+		Ask  []string `json:"ask_commands"`
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		return nil, fmt.Errorf("deny_commands and ask_commands must be lists of strings: %w", err)
+	}
+	rules := s.tables.shell.CompileRules(g.Deny, g.Ask)
+	return &commandRules{rules: rules, guarded: packages || !rules.Empty()}, nil
+}
+
+// commandsFor are an agent's command rules in this snapshot.
+func (s *Snapshot) commandsFor(agentID string) *commandRules {
+	if c, ok := s.commands[agentID]; ok {
+		return c
+	}
+	return s.globalCommands
 }
 
 // guardrailsValue is an index guardrails entry, with "packages" saying
@@ -283,14 +331,22 @@ func libraryTables(bundles []*Bundle) (libTables, error) {
 		}
 		var t struct {
 			FileTools  map[string]fileTool `json:"file_tools"`
-			ShellTools map[string]bool     `json:"shell_tools"`
+			ShellTools map[string][]string `json:"shell_tools"`
 			Categories map[string]string   `json:"builtin_categories"`
 		}
+		shell := &envguard.Tables{}
+		file := b.dataFileOf(LibraryRoot, "tables")
 		if err := json.Unmarshal(enc, &t); err != nil {
-			return libTables{}, fmt.Errorf("%s: toolpdp.tables: %w", b.dataFileOf(LibraryRoot, "tables"), err)
+			return libTables{}, fmt.Errorf("%s: toolpdp.tables: %w", file, err)
 		}
-		out := libTables{tables: tables{fileTools: t.FileTools, shellTools: t.ShellTools}, builtins: map[string]bool{}}
-		for _, m := range []map[string]bool{t.ShellTools, keySet(t.FileTools), keySet(t.Categories)} {
+		if err := json.Unmarshal(enc, shell); err != nil {
+			return libTables{}, fmt.Errorf("%s: toolpdp.tables: %w", file, err)
+		}
+		if err := shell.Validate(); err != nil {
+			return libTables{}, fmt.Errorf("%s: toolpdp.tables.%w", file, err)
+		}
+		out := libTables{tables: tables{fileTools: t.FileTools, shellTools: t.ShellTools, shell: shell}, builtins: map[string]bool{}}
+		for _, m := range []map[string]bool{keySet(t.ShellTools), keySet(t.FileTools), keySet(t.Categories)} {
 			for k := range m {
 				out.builtins[k] = true
 			}

@@ -40,7 +40,7 @@ test_no_callback_turns_permission_ask_into_allow if {
 
 # ...but a guardrail's ask becomes deny: nobody can confirm it.
 test_no_callback_turns_guardrail_ask_into_deny if {
-	r := result(nocb, {"tool_name": "Bash", "command": {"leaves": [], "error": "unterminated quote"}})
+	r := result(nocb, {"tool_name": "Bash", "command": {"leaves": [], "matches": [], "unseen": [], "error": "unterminated quote", "missing": false, "guarded": true}})
 	r.decision == "deny"
 	r.reasons[1].axis == "guardrail"
 	r.reasons[1].effect == "deny"
@@ -49,10 +49,14 @@ test_no_callback_turns_guardrail_ask_into_deny if {
 # Most restrictive wins, and every contributing rule is listed in order.
 test_deny_beats_ask_and_all_reasons_listed if {
 	def := {"guardrails": {"deny_commands": ["curl"], "ask_commands": ["git push"]}}
-	r := result(def, {"agent_id": "a", "tool_name": "Bash", "command": leaves([["git", "push"], ["curl", "x"]])})
+	matches := [
+		{"list": "ask", "rule": "git push", "argv": ["git", "push"], "certain": true},
+		{"list": "deny", "rule": "curl", "argv": ["curl", "x"], "certain": true},
+	]
+	r := result(def, {"agent_id": "a", "tool_name": "Bash", "command": object.union(leaves([["git", "push"], ["curl", "x"]]), {"matches": matches})})
 	r.decision == "deny"
 	[x.axis | some x in r.reasons] == ["permission", "guardrail", "guardrail"]
-	r.message == "command \"curl x\" is denied by guardrail deny_commands[\"curl\"]; do not run it, nor wrap or chain it"
+	r.message == "command \"curl x\" is denied by guardrail deny_commands[\"curl\"]; do not run it, nor wrap, chain or disguise it"
 }
 
 # A refusal of the agent itself stops there: no guardrail is consulted.

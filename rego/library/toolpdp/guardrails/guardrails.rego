@@ -14,39 +14,49 @@ package toolpdp.guardrails
 
 import rego.v1
 
-# Shell commands: input.command.leaves are the leaf commands envguard parsed
-# out of a Bash/Exec command, each {argv, name}; name is argv[0] without its
-# directory, after wrappers like env and timeout are unwrapped. Rules are
-# looked up by the leaf's program, so a command costs what its programs do.
-reasons contains reason("deny_commands", "deny", sprintf("command %q is denied by guardrail deny_commands[%q]; do not run it, nor wrap or chain it", [concat(" ", leaf.argv), r.rule])) if {
-	some leaf in input.command.leaves
-	some r in input.guardrails.deny[leaf.name]
-	starts_with_words(leaf.argv, r.words)
+# Shell commands: input.command is envguard's analysis of a shell tool's
+# command arguments. leaves are the programs it would run, each {argv, name}
+# (name is argv[0] without its directory, behind every wrapper); matches are
+# the agent's deny_commands and ask_commands rules that match a leaf,
+# matched in Go beside the parser (program with any version suffix, options
+# in any grouping and order, words anywhere); certain is false when a match
+# needs a word known only at run time ($f, a glob), which asks, never denies.
+reasons contains reason("deny_commands", "deny", sprintf("command %q is denied by guardrail deny_commands[%q]; do not run it, nor wrap, chain or disguise it", [concat(" ", m.argv), m.rule])) if {
+	some m in input.command.matches
+	m.list == "deny"
+	m.certain
 }
 
-reasons contains reason("ask_commands", "ask", sprintf("command %q needs a person's confirmation (guardrail ask_commands[%q])", [concat(" ", leaf.argv), r.rule])) if {
-	some leaf in input.command.leaves
-	some r in input.guardrails.ask[leaf.name]
-	starts_with_words(leaf.argv, r.words)
+reasons contains reason("deny_commands", "ask", sprintf("command %q may be denied by guardrail deny_commands[%q] once its words are known at run time: a person must confirm it", [concat(" ", m.argv), m.rule])) if {
+	some m in input.command.matches
+	m.list == "deny"
+	not m.certain
 }
 
-# A command that does not parse, is not a string or names its program by an
-# expansion cannot be checked: a person decides.
-reasons contains reason("command", "ask", sprintf("the command cannot be checked (%s): a person must confirm it", [input.command.error])) if {
+reasons contains reason("ask_commands", "ask", sprintf("command %q needs a person's confirmation (guardrail ask_commands[%q])", [concat(" ", m.argv), m.rule])) if {
+	some m in input.command.matches
+	m.list == "ask"
+}
+
+# What toolpdp cannot see is asked, never allowed, whenever a command rule
+# applies (input.command.guarded): code run indirectly (eval, a script from
+# stdin, inline interpreter code, an option that runs a command, a wrapper
+# option it does not know, a program computed at run time), a command that
+# cannot be parsed, and a shell-tool call with no command at all. With no
+# command rule there is nothing to protect, and none of these is asked.
+reasons contains reason("unseen_execution", "ask", sprintf("command %q runs code toolpdp cannot check (%s): a person must confirm it", [u.text, u.construct])) if {
+	input.command.guarded
+	some u in input.command.unseen
+}
+
+reasons contains reason("unseen_execution", "ask", sprintf("the command cannot be checked (%s): a person must confirm it", [input.command.error])) if {
+	input.command.guarded
 	input.command.error != ""
 }
 
-reasons contains reason("command", "ask", sprintf("the program of %q is computed at run time and cannot be checked: a person must confirm it", [concat(" ", leaf.argv)])) if {
-	some leaf in input.command.leaves
-	leaf.dynamic
-}
-
-# A rule of several words matches a leaf whose argv starts with those words
-# (the first, the program, is matched by the lookup).
-starts_with_words(argv, words) if {
-	n := count(words)
-	count(argv) >= n
-	array.slice(argv, 1, n) == array.slice(words, 1, n)
+reasons contains reason("unseen_execution", "ask", sprintf("%s was called with none of its command arguments, so what it runs cannot be checked: a person must confirm it", [input.tool_name])) if {
+	input.command.guarded
+	input.command.missing
 }
 
 # Protected paths: a write into version-control metadata or agent

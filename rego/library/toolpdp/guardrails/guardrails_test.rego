@@ -4,44 +4,66 @@ import data.toolpdp.guardrails
 import data.toolpdp.index
 import rego.v1
 
-leaf(argv) := {"argv": argv, "name": argv[0], "dynamic": false}
-
-cmd(argvs) := {"leaves": [leaf(a) | some a in argvs], "error": ""}
-
 agent := {"guardrails": {"deny_commands": ["curl"], "ask_commands": ["git push"]}}
+
+# cmd is envguard's analysis as Go hands it over: the matching is Go's, the
+# reasons are these rules'.
+cmd(fields) := object.union({"leaves": [], "matches": [], "unseen": [], "error": "", "missing": false, "guarded": true}, fields)
+
+match(list, rule, argv, certain) := {"list": list, "rule": rule, "argv": argv, "certain": certain}
 
 reasons(inp) := rs if {
 	rs := guardrails.reasons with input as object.union({"agent_id": "a", "tool_name": "Bash", "paths": [], "guardrails": index.merged_guardrails(agent.guardrails)}, inp)
 }
 
-test_deny_command_matches_any_leaf if {
-	some r in reasons({"command": cmd([["ls"], ["curl", "x"]])})
+test_certain_deny_match_denies if {
+	some r in reasons({"command": cmd({"matches": [match("deny", "curl", ["curl", "x"], true)]})})
 	r.effect == "deny"
 	r.rule == "deny_commands"
 }
 
-test_multi_word_rule_matches_argv_prefix if {
-	some r in reasons({"command": cmd([["git", "push", "origin", "main"]])})
+test_uncertain_deny_match_asks if {
+	rs := reasons({"command": cmd({"matches": [match("deny", "rm -rf", ["rm", "$f"], false)]})})
+	count(rs) == 1
+	some r in rs
 	r.effect == "ask"
-	count(reasons({"command": cmd([["git", "status"]])})) == 0
-	count(reasons({"command": cmd([["git"]])})) == 0
+	r.rule == "deny_commands"
 }
 
-test_global_and_agent_rules_both_apply if {
+test_ask_match_asks if {
+	some r in reasons({"command": cmd({"matches": [match("ask", "git push", ["git", "push"], true)]})})
+	r.effect == "ask"
+	r.rule == "ask_commands"
+	count(reasons({"command": cmd({})})) == 0
+}
+
+test_merged_rules_concatenate_global_and_agent if {
 	g := index.merged_guardrails(agent.guardrails) with data.guardrails as {"deny_commands": ["wget"]}
-	count(reasons({"guardrails": g, "command": cmd([["wget", "x"]])})) == 1
-	count(reasons({"guardrails": g, "command": cmd([["curl", "x"]])})) == 1
+	g.deny_commands == ["wget", "curl"]
+	g.ask_commands == ["git push"]
 }
 
-test_uncheckable_command_asks if {
-	some r in reasons({"command": {"leaves": [], "error": "unterminated quote"}})
+test_unseen_execution_asks_when_guarded if {
+	u := {"construct": "eval", "text": "eval x"}
+	some r in reasons({"command": cmd({"unseen": [u]})})
 	r.effect == "ask"
-	r.rule == "command"
+	r.rule == "unseen_execution"
+	contains(r.message, "eval")
+	count(reasons({"command": cmd({"unseen": [u], "guarded": false})})) == 0
 }
 
-test_dynamic_program_asks if {
-	some r in reasons({"command": {"leaves": [{"argv": ["$(echo curl)", "x"], "name": "", "dynamic": true}], "error": ""}})
+test_uncheckable_command_asks_when_guarded if {
+	some r in reasons({"command": cmd({"error": "command: unterminated quote"})})
 	r.effect == "ask"
+	r.rule == "unseen_execution"
+	count(reasons({"command": cmd({"error": "x", "guarded": false})})) == 0
+}
+
+test_missing_command_asks_when_guarded if {
+	some r in reasons({"tool_name": "exec_command", "command": cmd({"missing": true})})
+	r.effect == "ask"
+	contains(r.message, "exec_command")
+	count(reasons({"command": cmd({"missing": true, "guarded": false})})) == 0
 }
 
 write(raw, resolved) := {"arg": "file_path", "access": "write", "raw": raw, "resolved": resolved, "error": "", "error_kind": ""}

@@ -178,28 +178,18 @@ ask(rule, msg) := {"axis": "permission", "rule": rule, "effect": "ask", "message
 deny(rule, msg) := {"axis": "permission", "rule": rule, "effect": "deny", "message": msg}
 
 # merged_guardrails combines data.guardrails (every agent) with an agent's
-# own guardrails key: command rules split into words and keyed by program,
-# and the protected names in force.
+# own guardrails key: the command rules (toolpdp matches them against the
+# command's leaves in Go, where the shell analysis is) and the protected
+# names in force.
 merged_guardrails(own) := {
-	"deny": by_program(array.concat(object.get(global, "deny_commands", []), object.get(own, "deny_commands", []))),
-	"ask": by_program(array.concat(object.get(global, "ask_commands", []), object.get(own, "ask_commands", []))),
+	"deny_commands": array.concat(object.get(global, "deny_commands", []), object.get(own, "deny_commands", [])),
+	"ask_commands": array.concat(object.get(global, "ask_commands", []), object.get(own, "ask_commands", [])),
 	"protected": protected_names(own),
 }
 
 default global := {}
 
 global := data.guardrails
-
-by_program(rules) := {program: [{"rule": r, "words": ws} |
-	some r in rules
-	ws := words(r)
-	ws[0] == program
-] |
-	some r in rules
-	program := words(r)[0]
-}
-
-words(rule) := [w | some w in split(rule, " "); w != ""]
 
 protected_names(own) := array.concat(listed(own), data.toolpdp.tables.protected_names) if {
 	protect_vcs_and_agent_config(own)

@@ -1,0 +1,126 @@
+package envguard
+
+import (
+	"regexp"
+	"strings"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// globPattern translates a word holding an unquoted glob (*, ?, [...]) or a
+// brace expansion into a regular expression matching every string it could
+// become; ok is false for a word that is neither. Brace sequences
+// ({1..9}) and anything unusual match anything: wider is safe, since a rule
+// that might match asks.
+func globPattern(w *syntax.Word) (string, bool) {
+	cp := &syntax.Word{Parts: append([]syntax.WordPart(nil), w.Parts...)}
+	braces := syntax.SplitBraces(cp)
+	var b strings.Builder
+	glob := translateParts(&b, cp.Parts)
+	if !glob && !braces {
+		return "", false
+	}
+	return "^(?:" + b.String() + ")$", true
+}
+
+// translateParts writes the expression for parts and reports whether an
+// unquoted glob character was among them.
+func translateParts(b *strings.Builder, parts []syntax.WordPart) bool {
+	glob := false
+	for _, p := range parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			if translateLit(b, p.Value) {
+				glob = true
+			}
+		case *syntax.SglQuoted, *syntax.DblQuoted:
+			// Quoted text is literal: its glob characters are plain.
+			f, err := expand.Fields(&expand.Config{}, &syntax.Word{Parts: []syntax.WordPart{p}})
+			if err != nil || len(f) != 1 {
+				b.WriteString(".*")
+				continue
+			}
+			b.WriteString(regexp.QuoteMeta(f[0]))
+		case *syntax.BraceExp:
+			if p.Sequence {
+				b.WriteString(".*")
+				continue
+			}
+			b.WriteString("(?:")
+			for i, e := range p.Elems {
+				if i > 0 {
+					b.WriteByte('|')
+				}
+				if translateParts(b, e.Parts) {
+					glob = true
+				}
+			}
+			b.WriteByte(')')
+		default:
+			b.WriteString(".*")
+		}
+	}
+	return glob
+}
+
+// translateLit writes an unquoted literal: backslash escapes are literal
+// characters, *, ? and [...] are glob operators (a * never spans a /).
+func translateLit(b *strings.Builder, s string) bool {
+	glob := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '\\':
+			if i+1 < len(s) {
+				i++
+				b.WriteString(regexp.QuoteMeta(s[i : i+1]))
+			}
+		case '*':
+			b.WriteString("[^/]*")
+			glob = true
+		case '?':
+			b.WriteString("[^/]")
+			glob = true
+		case '[':
+			end := strings.IndexByte(s[i+1:], ']')
+			if end < 0 {
+				b.WriteString(`\[`)
+				continue
+			}
+			class := s[i+1 : i+1+end]
+			if class == "" || class == "!" || class == "^" {
+				// "[]" or "[!]": the ] belongs to the class; too rare to model.
+				b.WriteString(".")
+			} else {
+				if class[0] == '!' {
+					class = "^" + class[1:]
+				}
+				class = strings.ReplaceAll(class, `\`, `\\`)
+				if _, err := regexp.Compile("[" + class + "]"); err != nil {
+					b.WriteString(".")
+				} else {
+					b.WriteString("[" + class + "]")
+				}
+			}
+			i += end + 1
+			glob = true
+		default:
+			b.WriteString(regexp.QuoteMeta(s[i : i+1]))
+		}
+	}
+	return glob
+}
+
+// could reports whether w could become s at run time, and whether it is
+// sure to (a literal equal to s).
+func (w word) could(s string) (possible, certain bool) {
+	switch w.kind {
+	case literal:
+		return w.text == s, w.text == s
+	case pattern:
+		re, err := regexp.Compile(w.pattern)
+		return err != nil || re.MatchString(s), false
+	}
+	return true, false
+}

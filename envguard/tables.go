@@ -1,0 +1,80 @@
+package envguard
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Tables are the data the shell analysis reads: in toolpdp they come from the
+// policy library's tables, which bundle owners may edit.
+type Tables struct {
+	// InlineCode maps an interpreter (matched like a rule's program, so
+	// "python" covers python3.12) to the options or subcommands that take
+	// program text: python -c, node -e, deno eval.
+	InlineCode map[string][]string `json:"inline_code_options"`
+	// ExecOptions maps a program to options that make it run a command:
+	// git -c core.pager=…, tar --to-command, ssh -o ProxyCommand=….
+	ExecOptions map[string][]ExecOption `json:"exec_options"`
+	// OptionAliases maps a program's long options to the short option they
+	// mean, so a rule `rm -rf` sees `rm --recursive --force`.
+	OptionAliases map[string]map[string]string `json:"option_aliases"`
+	// UnsafeEnv are variables that change what a program runs or loads;
+	// "LD_*" is a prefix. Setting one before a command is unseen execution.
+	UnsafeEnv []string `json:"unsafe_env_vars"`
+}
+
+// ExecOption is an option that runs a command. Values, when given, are
+// glob patterns (compared without case) the option's value must match to
+// run one — git -c runs a command only through some keys; none means any
+// value does.
+type ExecOption struct {
+	Option string   `json:"option"`
+	Values []string `json:"values,omitempty"`
+}
+
+// Validate names the first entry that cannot work.
+func (t *Tables) Validate() error {
+	for prog, list := range t.ExecOptions {
+		for i, o := range list {
+			if !strings.HasPrefix(o.Option, "-") {
+				return fmt.Errorf("exec_options[%q][%d].option: %q is not an option (it starts with -)", prog, i, o.Option)
+			}
+		}
+	}
+	for prog, m := range t.OptionAliases {
+		for long, short := range m {
+			if !strings.HasPrefix(long, "--") || len(short) != 2 || short[0] != '-' {
+				return fmt.Errorf("option_aliases[%q][%q]: want a long option mapped to a short one like \"-r\", got %q", prog, long, short)
+			}
+		}
+	}
+	return nil
+}
+
+// unsafeName reports whether assigning name changes what runs: the
+// UnsafeEnv list, and PATH and IFS, which every shell reads.
+func (t *Tables) unsafeName(name string) bool {
+	if name == "PATH" || name == "IFS" || strings.HasPrefix(name, "GIT_CONFIG") {
+		return true
+	}
+	for _, u := range t.UnsafeEnv {
+		if p, ok := strings.CutSuffix(u, "*"); ok {
+			if strings.HasPrefix(strings.ToUpper(name), strings.ToUpper(p)) {
+				return true
+			}
+		} else if strings.EqualFold(name, u) {
+			return true
+		}
+	}
+	return false
+}
+
+// inline returns the inline-code options of an interpreter.
+func (t *Tables) inline(name string) ([]string, bool) {
+	for prog, opts := range t.InlineCode {
+		if sameProgram(name, prog) {
+			return opts, true
+		}
+	}
+	return nil, false
+}
