@@ -322,7 +322,8 @@ func (a *analyzer) awk(ctx leafCtx, args []word) {
 	if has(opts, "-l", "--load") {
 		a.unseen("awk loading an extension", ctx.src)
 	}
-	progs := values(opts, "-e", "--source", "--exec", "-E")
+	a.programFiles(ctx, "awk", values(opts, "-f", "--file", "-E", "--exec", "-i", "--include"))
+	progs := values(opts, "-e", "--source")
 	if len(progs) == 0 && !has(opts, "-f", "--file") {
 		if rest >= len(args) {
 			return
@@ -351,6 +352,7 @@ func (a *analyzer) sed(ctx leafCtx, args []word) {
 	if unknown != "" {
 		a.unseen("sed given an option toolpdp does not know ("+clip(unknown)+")", ctx.src)
 	}
+	a.programFiles(ctx, "sed", values(opts, "-f", "--file"))
 	scripts := values(opts, "-e", "--expression")
 	if len(scripts) == 0 && !has(opts, "-f", "--file") {
 		if rest >= len(args) {
@@ -365,6 +367,16 @@ func (a *analyzer) sed(ctx leafCtx, args []word) {
 		}
 		if sedRunsCommand(s.text) {
 			a.unseen("a sed script with the e command or flag", ctx.src)
+		}
+	}
+}
+
+// programFiles judges program files given by option (awk -f, sed -f): a
+// named file is a documented limit; stdin or a computed name is unseen.
+func (a *analyzer) programFiles(ctx leafCtx, name string, files []word) {
+	for _, f := range files {
+		if f.kind != literal || stdinAlias(f.text) {
+			a.unseen(name+" reading its program from "+clip(f.text), ctx.src)
 		}
 	}
 }

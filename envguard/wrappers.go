@@ -149,10 +149,18 @@ func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error
 		}
 	}
 	if name == "env" {
-		for _, s := range values(opts, "-S", "--split-string") {
-			if err := a.scriptWord(ctx, "env -S", s, args[rest:], depth); err != nil {
-				return err
+		if split := values(opts, "-S", "--split-string"); len(split) > 0 {
+			// The split string's words come first, then env's own operands.
+			var words []word
+			for _, s := range split {
+				w, ok := envSplit(s)
+				if !ok {
+					a.unseen("env -S with a string it cannot split ("+clip(s.text)+")", ctx.src)
+				}
+				words = append(words, w...)
 			}
+			args = append(words, args[rest:]...)
+			rest = 0
 		}
 		if has(opts, "-P") {
 			a.unseen("env -P (a search path for the program)", ctx.src)
@@ -179,6 +187,9 @@ func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error
 			a.envAssign(ctx, args[rest])
 			rest++
 		}
+	}
+	if name == "xargs" && rest >= len(args) {
+		return a.leaf(ctx, Leaf{}, xargsCommand(opts, []word{{text: "echo", kind: literal}}), depth)
 	}
 	if rest >= len(args) || w.files {
 		if w.shell && len(values(opts, w.scripts...)) == 0 {
@@ -463,4 +474,87 @@ func baseName(p string) string {
 		return p[i+1:]
 	}
 	return p
+}
+
+// envSplit splits env -S's string as env does (not as a shell would): at
+// blanks, with single and double quotes, backslash escapes (\_ is a blank,
+// \c ends the string), a # starting a word ends it, and ${NAME} — the only
+// expansion — is a word known at run time.
+func envSplit(w word) ([]word, bool) {
+	if w.kind != literal {
+		return []word{{text: w.text, kind: opaque}}, true
+	}
+	s := w.text
+	var out []word
+	var cur strings.Builder
+	inWord, dynamic := false, false
+	flush := func() {
+		if inWord {
+			k := literal
+			if dynamic {
+				k = opaque
+			}
+			out = append(out, word{text: cur.String(), kind: k})
+		}
+		cur.Reset()
+		inWord, dynamic = false, false
+	}
+	quote := byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote == '\'':
+			if c == '\'' {
+				quote = 0
+			} else if c == '\\' && i+1 < len(s) && (s[i+1] == '\\' || s[i+1] == '\'') {
+				i++
+				cur.WriteByte(s[i])
+			} else {
+				cur.WriteByte(c)
+			}
+		case c == '\\':
+			if i+1 >= len(s) {
+				return out, false
+			}
+			i++
+			inWord = true
+			switch s[i] {
+			case 'c':
+				flush()
+				return out, quote == 0
+			case '_':
+				cur.WriteByte(' ')
+			case 'n':
+				cur.WriteByte('\n')
+			case 't':
+				cur.WriteByte('\t')
+			default:
+				cur.WriteByte(s[i])
+			}
+		case c == '$':
+			inWord, dynamic = true, true
+			if end := strings.IndexByte(s[i:], '}'); i+1 < len(s) && s[i+1] == '{' && end > 0 {
+				i += end
+			}
+			cur.WriteString("${}")
+		case quote == '"':
+			if c == '"' {
+				quote = 0
+			} else {
+				cur.WriteByte(c)
+			}
+		case c == '\'' || c == '"':
+			quote, inWord = c, true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r':
+			flush()
+		case c == '#' && !inWord:
+			flush()
+			return out, true
+		default:
+			inWord = true
+			cur.WriteByte(c)
+		}
+	}
+	flush()
+	return out, quote == 0
 }
