@@ -142,7 +142,10 @@ func (s *sandbox) run(cmd string) ([][]string, string, error) {
 }
 
 func (s *sandbox) exec(cmd string) (string, error) {
-	setup := `mount --bind "$1" /usr/bin && mount --bind "$1" /usr/sbin && cd "$2" && exec /usr/bin/timeout -s KILL 3 /usr/bin/bash -c "$3"`
+	// Login and interactive shells read the system's startup files: masked,
+	// so that what runs is only what the command says.
+	setup := `for f in /etc/profile /etc/bash.bashrc; do [ -e $f ] && mount --bind /dev/null $f; done; ` +
+		`mount --bind "$1" /usr/bin && mount --bind "$1" /usr/sbin && cd "$2" && exec /usr/bin/timeout -s KILL 3 /usr/bin/bash -c "$3"`
 	c := exec.Command("unshare", "--mount", "--net", "--propagation", "private", "/bin/sh", "-c", setup, "sh", s.bin, s.work, cmd)
 	if os.Geteuid() != 0 {
 		c.Args = append([]string{"unshare", "--map-root-user"}, c.Args[1:]...)
