@@ -91,9 +91,10 @@ func newSandbox() (*sandbox, error) {
 			return nil, err
 		}
 	}
-	// A stub writes its name and arguments NUL-separated, then a record
-	// separator, to the log; /usr/bin/dash is the copy above once mounted.
-	stub := fmt.Sprintf("#!/usr/bin/dash\n{ printf '%%s\\0' \"${0##*/}\" \"$@\"; printf '\\036'; } >> %s\n", s.log)
+	// A stub writes its name and arguments NUL-separated, then an end mark,
+	// to the log in one printf (one write, so programs of a pipeline do not
+	// interleave); /usr/bin/dash is the copy above once mounted.
+	stub := fmt.Sprintf("#!/usr/bin/dash\nprintf '%%s\\0' \"${0##*/}\" \"$@\" '\x1e' >> %s\n", s.log)
 	for _, name := range stubs {
 		if err := os.WriteFile(filepath.Join(s.bin, name), []byte(stub), 0o755); err != nil {
 			return nil, err
@@ -131,7 +132,7 @@ func (s *sandbox) run(cmd string) ([][]string, string, error) {
 		return nil, out, err
 	}
 	var records [][]string
-	for _, rec := range bytes.Split(data, []byte{0x1e}) {
+	for _, rec := range bytes.Split(data, []byte("\x1e\x00")) {
 		if len(rec) == 0 {
 			continue
 		}

@@ -174,7 +174,11 @@ func (a *analyzer) checkProgram(ctx leafCtx, name string, args []word) {
 		}
 	}
 	if opts, ok := a.t.inline(name); ok {
-		a.interpreter(ctx, name, opts, args)
+		if commandReaders[name] {
+			a.commandReader(ctx, name, opts, args)
+		} else {
+			a.interpreter(ctx, name, opts, args)
+		}
 	}
 	switch strings.TrimRight(name, "0123456789.") {
 	case "awk", "gawk", "mawk", "nawk":
@@ -267,6 +271,52 @@ func (a *analyzer) interpreter(ctx leafCtx, name string, inline []string, args [
 	}
 	a.stdinScript(ctx, name+" reading its program from stdin")
 }
+
+// commandReaders read a command language from stdin (or options anywhere
+// among their arguments) that can run shell commands: ed's !, dc's !,
+// psql's \!, sqlite3's .shell. Their operands are data, not a script.
+var commandReaders = map[string]bool{"ed": true, "ex": true, "dc": true, "sqlite3": true, "psql": true, "mysql": true,
+	"mariadb": true, "ftp": true, "lftp": true, "at": true, "batch": true}
+
+func (a *analyzer) commandReader(ctx leafCtx, name string, inline []string, args []word) {
+	if name == "at" || name == "batch" {
+		a.unseen(name+" (commands scheduled to run later)", ctx.src)
+		return
+	}
+	for _, w := range args {
+		if w.kind == opaque {
+			a.unseen(name+" given arguments computed at run time ("+clip(w.text)+")", ctx.src)
+			return
+		}
+		for _, o := range inline {
+			if w.kind == literal && inlineOption(w.text, o) {
+				a.unseen(name+" "+o+" (commands in its own language)", ctx.src)
+				return
+			}
+		}
+		if name == "sqlite3" && w.kind == literal && sqliteShell.MatchString(w.text) {
+			a.unseen("sqlite3 running a shell command", ctx.src)
+			return
+		}
+	}
+	operands := 0
+	for _, w := range args {
+		if w.kind == literal && (w.text == "-f" || strings.HasPrefix(w.text, "--file")) {
+			return // commands from a named file: a documented limit
+		}
+		if !strings.HasPrefix(w.text, "-") {
+			operands++
+		}
+	}
+	if name == "sqlite3" && operands >= 2 {
+		return // the SQL is the second operand: stdin is not read
+	}
+	if ctx.stdinPiped || !ctx.stdinFile {
+		a.unseen(name+" reading its commands from stdin", ctx.src)
+	}
+}
+
+var sqliteShell = regexp.MustCompile(`\.(shell|system|sh|once|output|import)\b|\|`)
 
 // inlineOption reports whether arg gives the inline-code option o: exactly,
 // with its value attached (-cCODE, --eval=CODE), or among grouped letters
@@ -392,8 +442,12 @@ func (a *analyzer) execOptions(ctx leafCtx, name string, args []word) {
 			if w.kind != literal {
 				continue
 			}
+			text := w.text
+			if i == 0 && name == "tar" && text != "" && !strings.HasPrefix(text, "-") {
+				text = "-" + text // tar's old style: tar xIf PROG a.tar
+			}
 			for _, o := range list {
-				value, ok := optionValue(w.text, o.Option, args, i)
+				value, ok := optionValue(text, o.Option, args, i)
 				if !ok {
 					continue
 				}
@@ -752,6 +806,9 @@ func (a *analyzer) paramExp(src string, p *syntax.ParamExp) {
 	if p.Slice != nil {
 		a.arithm(src, p, p.Slice.Offset)
 		a.arithm(src, p, p.Slice.Length)
+	}
+	if p.Exp != nil && p.Exp.Op == syntax.OtherParamOps && p.Exp.Word != nil && strings.Contains(source(src, p.Exp.Word), "P") {
+		a.unseen("${x@P}, a prompt expansion that runs substitutions in a value", source(src, p))
 	}
 	if p.Excl && p.Names == 0 && p.Index == nil && p.Param != nil && a.dirty(p.Param.Value) {
 		a.unseen("${!"+p.Param.Value+"}, an indirection through a value from elsewhere", source(src, p))

@@ -127,6 +127,18 @@ func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error
 		return a.su(ctx, name, args, depth)
 	case "parallel":
 		return a.parallel(ctx, args, depth)
+	case "tmux", "screen", "byobu":
+		// Their commands are shell strings or argv, after subcommands and
+		// options toolpdp does not model: every literal word is parsed as a
+		// command of its own (wider is safe).
+		for _, w := range args {
+			if w.kind == literal && !strings.HasPrefix(w.text, "-") {
+				if err := a.script(w.text, depth+1, nil); err != nil {
+					a.unseen(name+" with a command toolpdp cannot parse ("+clip(w.text)+")", ctx.src)
+				}
+			}
+		}
+		return a.runner(ctx, args, depth)
 	}
 	if runners[name] {
 		return a.runner(ctx, args, depth)
@@ -517,11 +529,12 @@ func envSplit(w word) ([]word, bool) {
 				return out, false
 			}
 			i++
-			inWord = true
-			switch s[i] {
-			case 'c':
+			if s[i] == 'c' {
 				flush()
 				return out, quote == 0
+			}
+			inWord = true
+			switch s[i] {
 			case '_':
 				cur.WriteByte(' ')
 			case 'n':
