@@ -200,7 +200,8 @@ func TestGuardrailsReachPinnedSessions(t *testing.T) {
 	if d := ts.decide(t, wget).Decision; d != pb.Decision_DECISION_DENY {
 		t.Fatalf("global guardrail on a pinned session: %s", d)
 	}
-	if d := ts.decide(t, &pb.DecideRequest{AgentId: "b", SessionId: "pinned", ToolName: "Bash"}).Decision; d != pb.Decision_DECISION_ALLOW {
+	ls := &pb.DecideRequest{AgentId: "b", SessionId: "pinned", ToolName: "Bash", Args: mustStruct(t, map[string]any{"command": "ls"})}
+	if d := ts.decide(t, ls).Decision; d != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("the pinned definition changed: %s", d)
 	}
 }
