@@ -147,7 +147,10 @@ func (s *sandbox) exec(cmd string) (string, error) {
 	// so that what runs is only what the command says.
 	setup := `for f in /etc/profile /etc/bash.bashrc; do [ -e $f ] && mount --bind /dev/null $f; done; ` +
 		`mount --bind "$1" /usr/bin && mount --bind "$1" /usr/sbin && cd "$2" && exec /usr/bin/timeout -s KILL 3 /usr/bin/bash -c "$3"`
-	c := exec.Command("unshare", "--mount", "--net", "--propagation", "private", "/bin/sh", "-c", setup, "sh", s.bin, s.work, cmd)
+	// A PID namespace too: when its first process ends, the kernel ends
+	// every process the command left behind (a flock waiting on itself).
+	c := exec.Command("unshare", "--mount", "--net", "--pid", "--fork", "--propagation", "private", "/bin/sh", "-c", setup, "sh", s.bin, s.work, cmd)
+	c.WaitDelay = 5 * time.Second
 	if os.Geteuid() != 0 {
 		c.Args = append([]string{"unshare", "--map-root-user"}, c.Args[1:]...)
 	}
