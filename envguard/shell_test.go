@@ -1,6 +1,7 @@
 package envguard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -184,27 +185,34 @@ func TestShellUncheckable(t *testing.T) {
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// FuzzParseCommand: never panics, and every word that stands as a plain
-// literal program at the start of a line is among the leaves' names.
+// FuzzParseCommand: the whole analysis — parser, wrappers, interpreters,
+// awk and sed scanners, env -S splitting, rule matching — never panics and
+// stays quick for any input; and every word that stands as a plain literal
+// program at the start of a line is among the leaves' names.
 func FuzzParseCommand(f *testing.F) {
 	for _, s := range []string{"ls && curl x", "$(curl x)", "env A=1 curl", "bash -c 'curl x'", "a | b; c & d", "echo 'x",
-		"for i in a; do b; done", "f() { g; }", "x=$(y) z", "find . -exec rm {} ;", "sudo -u r timeout 5 curl", "case a in b) c;; esac"} {
+		"for i in a; do b; done", "f() { g; }", "x=$(y) z", "find . -exec rm {} ;", "sudo -u r timeout 5 curl", "case a in b) c;; esac",
+		"env -S 'a \\_b' c", "sed -e '1e x' -e 's/a/b/e'", "awk 'BEGIN{system(1)}'", "x='a[$(b)]'; echo $((x))", "rm -r{f,} [a-z]*",
+		"git -c alias.x='!y' x", "parallel 'a {}' ::: b", "su - r -c 'x'", "perl -ne 1", "echo ${!x} ${x@P} ${a[i]}"} {
 		f.Add(s)
 	}
+	tables := diffTables(f)
+	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
 	f.Fuzz(func(t *testing.T, cmd string) {
 		// Parsing is on the decision path: it must be quick for any input.
 		// A watchdog crashes the worker, naming the input, past the bound.
-		watchdog := time.AfterFunc(2*time.Second, func() { panic(fmt.Sprintf("ParseCommand(%q) took over 2s", cmd)) })
+		watchdog := time.AfterFunc(2*time.Second, func() { panic(fmt.Sprintf("Analyze(%q) took over 2s", cmd)) })
 		defer watchdog.Stop()
-		ls, err := ParseCommand(cmd)
+		a, err := tables.Analyze(context.Background(), cmd)
 		if err != nil {
 			if !errors.Is(err, ErrUncheckable) {
 				t.Fatalf("%q: error %v is not ErrUncheckable", cmd, err)
 			}
 			return
 		}
+		rules.Match(tables, a)
 		names := map[string]bool{}
-		for _, l := range ls {
+		for _, l := range a.Leaves {
 			if len(l.Argv) == 0 {
 				t.Fatalf("%q: a leaf with no argv", cmd)
 			}
@@ -221,7 +229,7 @@ func FuzzParseCommand(f *testing.F) {
 		}
 		for _, c := range strings.FieldsFunc(cmd, func(r rune) bool { return r == '\n' || r == ';' }) {
 			if words := strings.Fields(c); len(words) > 0 && !names[words[0]] {
-				t.Fatalf("%q: program %q missing from leaves %v", cmd, words[0], ls)
+				t.Fatalf("%q: program %q missing from leaves %v", cmd, words[0], a.Leaves)
 			}
 		}
 	})

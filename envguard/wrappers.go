@@ -541,8 +541,16 @@ func envSplit(w word) ([]word, bool) {
 				cur.WriteByte('\n')
 			case 't':
 				cur.WriteByte('\t')
-			default:
+			case 'r':
+				cur.WriteByte('\r')
+			case 'f':
+				cur.WriteByte('\f')
+			case 'v':
+				cur.WriteByte('\v')
+			case '\\', '"', '\'', '$', '#', ' ':
 				cur.WriteByte(s[i])
+			default:
+				return out, false // env refuses other escapes
 			}
 		case c == '$':
 			inWord, dynamic = true, true
