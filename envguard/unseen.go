@@ -365,29 +365,11 @@ var awkSpec = optSpec{flags: "bcCDghLMnNOPrsStVyZ", values: "fvFeEilW", long: me
 var awkCommand = regexp.MustCompile(`system\s*\(|(^|[^|])\|($|[^|])|\|&|@load`)
 
 func (a *analyzer) awk(ctx leafCtx, args []word) {
-	opts, rest, unknown := awkSpec.scan(args)
-	if unknown != "" {
-		a.unseen("awk given an option toolpdp does not know ("+clip(unknown)+")", ctx.src)
-	}
+	opts := a.textProgram(ctx, "awk", args, textLanguage{spec: &awkSpec, text: []string{"-e", "--source"},
+		files: []string{"-f", "--file", "-E", "--exec", "-i", "--include"}, runs: awkCommand.MatchString,
+		what: "an awk program that runs commands (system, a pipe or getline from a command)"})
 	if has(opts, "-l", "--load") {
 		a.unseen("awk loading an extension", ctx.src)
-	}
-	a.programFiles(ctx, "awk", values(opts, "-f", "--file", "-E", "--exec", "-i", "--include"))
-	progs := values(opts, "-e", "--source")
-	if len(progs) == 0 && !has(opts, "-f", "--file") {
-		if rest >= len(args) {
-			return
-		}
-		progs = append(progs, args[rest])
-	}
-	for _, p := range progs {
-		if p.kind != literal {
-			a.unseen("an awk program computed at run time ("+clip(p.text)+")", ctx.src)
-			continue
-		}
-		if awkCommand.MatchString(p.text) {
-			a.unseen("an awk program that runs commands (system, a pipe or getline from a command)", ctx.src)
-		}
 	}
 }
 
@@ -398,37 +380,43 @@ var sedSpec = optSpec{flags: "nErsuzi", values: "efl", long: merge(
 	longs(longOptional, "in-place"))}
 
 func (a *analyzer) sed(ctx leafCtx, args []word) {
-	opts, rest, unknown := sedSpec.scan(args)
-	if unknown != "" {
-		a.unseen("sed given an option toolpdp does not know ("+clip(unknown)+")", ctx.src)
-	}
-	a.programFiles(ctx, "sed", values(opts, "-f", "--file"))
-	scripts := values(opts, "-e", "--expression")
-	if len(scripts) == 0 && !has(opts, "-f", "--file") {
-		if rest >= len(args) {
-			return
-		}
-		scripts = append(scripts, args[rest])
-	}
-	for _, s := range scripts {
-		if s.kind != literal {
-			a.unseen("a sed script computed at run time ("+clip(s.text)+")", ctx.src)
-			continue
-		}
-		if sedRunsCommand(s.text) {
-			a.unseen("a sed script with the e command or flag", ctx.src)
-		}
-	}
+	a.textProgram(ctx, "sed", args, textLanguage{spec: &sedSpec, text: []string{"-e", "--expression"},
+		files: []string{"-f", "--file"}, runs: sedRunsCommand, what: "a sed script with the e command or flag"})
 }
 
-// programFiles judges program files given by option (awk -f, sed -f): a
-// named file is a documented limit; stdin or a computed name is unseen.
-func (a *analyzer) programFiles(ctx leafCtx, name string, files []word) {
+// textLanguage is a program whose own language arrives as text (awk, sed):
+// by option or else as the first operand; a program file is a documented
+// limit unless it is stdin or named at run time.
+type textLanguage struct {
+	spec        *optSpec
+	text, files []string
+	runs        func(string) bool
+	what        string
+}
+
+func (a *analyzer) textProgram(ctx leafCtx, name string, args []word, l textLanguage) []opt {
+	opts, rest, unknown := l.spec.scan(args)
+	if unknown != "" {
+		a.unseen(name+" given an option toolpdp does not know ("+clip(unknown)+")", ctx.src)
+	}
+	files := values(opts, l.files...)
 	for _, f := range files {
 		if f.kind != literal || stdinAlias(f.text) {
 			a.unseen(name+" reading its program from "+clip(f.text), ctx.src)
 		}
 	}
+	progs := values(opts, l.text...)
+	if len(progs) == 0 && len(files) == 0 && rest < len(args) {
+		progs = append(progs, args[rest])
+	}
+	for _, p := range progs {
+		if p.kind != literal {
+			a.unseen(name+"'s program computed at run time ("+clip(p.text)+")", ctx.src)
+		} else if l.runs(p.text) {
+			a.unseen(l.what, ctx.src)
+		}
+	}
+	return opts
 }
 
 // execOptions records options of the exec_options table: an option that
