@@ -102,7 +102,7 @@ var runners = map[string]bool{
 	"cgexec": true, "runcon": true, "ssh-agent": true, "chpst": true, "setarch": true, "linux32": true, "linux64": true, "prlimit": true,
 	"systemd-run": true, "systemd-inhibit": true, "sem": true, "fakeroot": true, "pkexec": true, "sg": true, "mpirun": true, "srun": true,
 	"perf": true, "trickle": true, "nocache": true, "eatmydata": true, "daemonize": true, "start-stop-daemon": true, "with-contenv": true,
-	"s6-setuidgid": true, "gosu": true, "su-exec": true, "tini": true, "dumb-init": true, "entr": true, "inotifywait": false,
+	"s6-setuidgid": true, "gosu": true, "su-exec": true, "tini": true, "dumb-init": true, "entr": true,
 }
 
 // runs follows what a literal program runs: a wrapper's command, a shell's
