@@ -1,6 +1,8 @@
 package pdp
 
 import (
+	"context"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -9,8 +11,8 @@ import (
 
 // Confirm records a person's answer to an ask (seed 001's
 // user.tool_confirmation). A deny counts toward the session's denial cap,
-// an allow resets it.
-func (e *Engine) Confirm(req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
+// an allow resets it. Another workspace's asks are not found.
+func (e *Engine) Confirm(ctx context.Context, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
 	var answer pb.Decision
 	switch req.GetResult() {
 	case "allow":
@@ -27,23 +29,26 @@ func (e *Engine) Confirm(req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
 		return nil, status.Error(codes.InvalidArgument, "decision_id: required")
 	}
 	now := e.now()
-	ask, fresh := e.pending.Take(req.GetDecisionId(), now)
+	ws, _ := callerWorkspace(ctx)
+	ask, fresh := e.pending.Take(req.GetDecisionId(), ws, now)
 	switch {
-	case ask == nil && e.pending.WasNotAsk(req.GetDecisionId()):
+	case ask == nil && e.pending.WasNotAsk(req.GetDecisionId(), ws):
 		return nil, status.Errorf(codes.FailedPrecondition, "decision_id: %q was not an ask; only asks are confirmed", req.GetDecisionId())
 	case ask == nil:
 		return nil, status.Errorf(codes.NotFound, "decision_id: %q is not an ask awaiting confirmation (unknown, already answered, or forgotten)", req.GetDecisionId())
 	case !fresh:
 		return nil, status.Errorf(codes.NotFound, "decision_id: %q expired before it was confirmed", req.GetDecisionId())
 	}
-	halt := e.sessions.Record(ask.AgentID, ask.SessionID, effectName(answer), ask.maxDenials, now)
+	halt := e.sessions.Record(ask.Workspace, ask.AgentID, ask.SessionID, effectName(answer), ask.maxDenials, now)
 	e.dlog.record(logEntry{kind: "confirmation", at: now, confirm: req, ask: ask, halt: halt})
 	return &pb.ConfirmResponse{Decision: answer, Halt: halt}, nil
 }
 
-// ListPending lists the asks no person has answered yet, oldest first.
-func (e *Engine) ListPending(agentID string) []PendingAsk {
-	all := e.pending.List(e.now())
+// ListPending lists the asks of the caller's workspace no person has
+// answered yet, oldest first.
+func (e *Engine) ListPending(ctx context.Context, agentID string) []PendingAsk {
+	ws, _ := callerWorkspace(ctx)
+	all := e.pending.List(ws, e.now())
 	if agentID == "" {
 		return all
 	}

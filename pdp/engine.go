@@ -67,9 +67,18 @@ func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideRe
 	if agentID == "" {
 		agentID = DefaultAgent
 	}
-	agent := e.sessions.Pin(agentID, req.GetSessionId(), snap.agents[agentID], now)
+	ws, _ := callerWorkspace(ctx)
+	current := snap.agents[agentID]
+	agent := e.sessions.Pin(ws, agentID, req.GetSessionId(), current, now)
 	evalStart := time.Now()
-	err := e.evaluate(ctx, snap, agentID, agent, req, resp)
+	var err error
+	if agent != nil && current == nil {
+		// Revoked: the newest bundle no longer defines the agent this session
+		// is pinned to. Nothing of the pin applies, custom tools included.
+		denyResponse(resp, "session", "agent_removed", fmt.Sprintf("agent '%s' was removed from the policy: every call of its running sessions is denied", agentID))
+	} else {
+		err = e.evaluate(ctx, snap, agentID, agent, req, resp)
+	}
 	evalNs := time.Since(evalStart).Nanoseconds()
 	if err != nil {
 		e.log.Error("evaluation failed", "agent_id", agentID, "tool_name", req.GetToolName(), "revision", snap.Revision, "error", err)
@@ -79,17 +88,17 @@ func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideRe
 	if agent != nil {
 		max = agent.MaxDenials
 	}
-	if resp.Halt = e.sessions.Record(agentID, req.GetSessionId(), effectName(resp.Decision), max, now); resp.Halt {
+	if resp.Halt = e.sessions.Record(ws, agentID, req.GetSessionId(), effectName(resp.Decision), max, now); resp.Halt {
 		resp.Reasons = append(resp.Reasons, &pb.Reason{
 			Axis: "session", Rule: "max_consecutive_denials", Effect: pb.Decision_DECISION_DENY,
 			Message: fmt.Sprintf("%d consecutive denials in this session: stop and ask the user how to proceed", max),
 		})
 	}
 	if resp.Decision == pb.Decision_DECISION_ASK {
-		e.pending.Add(PendingAsk{DecisionID: resp.DecisionId, AgentID: agentID, SessionID: req.GetSessionId(), ToolName: req.GetToolName(),
+		e.pending.Add(PendingAsk{Workspace: ws, DecisionID: resp.DecisionId, AgentID: agentID, SessionID: req.GetSessionId(), ToolName: req.GetToolName(),
 			Message: resp.Message, Created: now, maxDenials: max})
 	} else {
-		e.pending.NotAsk(resp.DecisionId)
+		e.pending.NotAsk(resp.DecisionId, ws)
 	}
 	e.dlog.record(logEntry{kind: "decision", at: now, req: req, resp: resp, bundles: snap.Bundles, evalNs: evalNs, agentID: agentID})
 	return resp
@@ -139,7 +148,8 @@ func mapResult(doc map[string]any, resp *pb.DecideResponse) error {
 		resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: str(m["axis"]), Rule: str(m["rule"]), Effect: effect, Message: str(m["message"])})
 	}
 	if ex, ok := doc["execution"].(map[string]any); ok && len(ex) > 0 {
-		out := &pb.Execution{Cwd: str(ex["cwd"]), Env: map[string]string{}}
+		enforced, _ := ex["env_enforced"].(bool)
+		out := &pb.Execution{Cwd: str(ex["cwd"]), Env: map[string]string{}, EnvEnforced: enforced}
 		env, _ := ex["env"].(map[string]any)
 		for k, v := range env {
 			out.Env[k] = str(v)
@@ -184,11 +194,13 @@ func newDecisionID() string {
 	return id.String()
 }
 
-// EndSession releases a session's pin and counters.
-func (e *Engine) EndSession(agentID, sessionID string) bool {
+// EndSession releases a session's pin and counters. Another workspace's
+// session is not found.
+func (e *Engine) EndSession(ctx context.Context, agentID, sessionID string) bool {
 	if agentID == "" {
 		agentID = DefaultAgent
 	}
-	e.pending.DropSession(agentID, sessionID)
-	return e.sessions.End(agentID, sessionID)
+	ws, _ := callerWorkspace(ctx)
+	e.pending.DropSession(ws, agentID, sessionID)
+	return e.sessions.End(ws, agentID, sessionID)
 }

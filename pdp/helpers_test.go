@@ -30,6 +30,7 @@ type testServer struct {
 	engine   *Engine
 	loader   *Loader
 	registry *prometheus.Registry
+	approver pb.DecisionServiceClient // on the --confirm-listen address, when serverOpts.approver
 }
 
 type serverOpts struct {
@@ -47,6 +48,7 @@ type serverOpts struct {
 	creds    credentials.TransportCredentials // server TLS
 	dialTLS  credentials.TransportCredentials // the test client's
 	bind     *Workspaces
+	approver bool // a separate approver listener (serve --confirm-listen)
 }
 
 func startServer(t *testing.T, o serverOpts) *testServer {
@@ -75,7 +77,8 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	if o.bind != nil {
 		o.bind.Logger = log
 	}
-	srv, s, err := NewServer(engine, loader, ServerConfig{MaxArgsBytes: 64 << 10, Logger: log, Registerer: reg, Creds: o.creds, Workspaces: o.bind})
+	srv, s, err := NewServer(engine, loader, ServerConfig{MaxArgsBytes: 64 << 10, Logger: log, Registerer: reg, Creds: o.creds, Workspaces: o.bind,
+		SeparateApprover: o.approver})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,14 +126,30 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ts := &testServer{addr: target, conn: conn, client: pb.NewDecisionServiceClient(conn), health: healthpb.NewHealthClient(conn),
+		engine: engine, loader: loader, registry: reg}
+	var approverConn *grpc.ClientConn
+	if o.approver {
+		al, err := net.Listen("unix", filepath.Join(t.TempDir(), "approver.sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = srv.Serve(ApproverListener(al)) }()
+		if approverConn, err = grpc.NewClient("unix://"+al.Addr().String(), grpc.WithTransportCredentials(clientCreds)); err != nil {
+			t.Fatal(err)
+		}
+		ts.approver = pb.NewDecisionServiceClient(approverConn)
+	}
 	t.Cleanup(func() {
 		conn.Close()
+		if approverConn != nil {
+			approverConn.Close()
+		}
 		cancel()
 		<-watched
 		srv.Stop()
 	})
-	return &testServer{addr: target, conn: conn, client: pb.NewDecisionServiceClient(conn), health: healthpb.NewHealthClient(conn),
-		engine: engine, loader: loader, registry: reg}
+	return ts
 }
 
 func (ts *testServer) decide(t *testing.T, req *pb.DecideRequest) *pb.DecideResponse {

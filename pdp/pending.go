@@ -7,6 +7,7 @@ import (
 
 // PendingAsk is an ask decision awaiting a person's answer.
 type PendingAsk struct {
+	Workspace  string // the workspace of the caller that asked; "" when nothing binds callers
 	DecisionID string
 	AgentID    string
 	SessionID  string
@@ -26,19 +27,20 @@ type Pending struct {
 	ttl   time.Duration
 
 	// Recent decisions that were not asks, so Confirm can tell "not an ask"
-	// (FAILED_PRECONDITION) from "unknown" (NOT_FOUND). A ring of max ids.
-	others   map[string]struct{}
+	// (FAILED_PRECONDITION) from "unknown" (NOT_FOUND). A ring of max ids,
+	// each with its caller's workspace.
+	others   map[string]string
 	ring     []string
 	ringNext int
 }
 
 // NewPending keeps at most max asks, each for at most ttl.
 func NewPending(max int, ttl time.Duration) *Pending {
-	return &Pending{asks: map[string]*PendingAsk{}, max: max, ttl: ttl, others: map[string]struct{}{}, ring: make([]string, 0, max)}
+	return &Pending{asks: map[string]*PendingAsk{}, max: max, ttl: ttl, others: map[string]string{}, ring: make([]string, 0, max)}
 }
 
-// NotAsk records a decision that was not an ask.
-func (p *Pending) NotAsk(id string) {
+// NotAsk records a decision that was not an ask, made for workspace.
+func (p *Pending) NotAsk(id, workspace string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.ring) < p.max {
@@ -48,15 +50,16 @@ func (p *Pending) NotAsk(id string) {
 		p.ring[p.ringNext] = id
 		p.ringNext = (p.ringNext + 1) % p.max
 	}
-	p.others[id] = struct{}{}
+	p.others[id] = workspace
 }
 
-// WasNotAsk reports whether id is a recent decision that was not an ask.
-func (p *Pending) WasNotAsk(id string) bool {
+// WasNotAsk reports whether id is a recent decision of workspace that was
+// not an ask.
+func (p *Pending) WasNotAsk(id, workspace string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, ok := p.others[id]
-	return ok
+	ws, ok := p.others[id]
+	return ok && ws == workspace
 }
 
 // Add records an ask.
@@ -81,24 +84,25 @@ func (p *Pending) Add(a PendingAsk) {
 }
 
 // Take removes and returns the ask with this id, if it is held and fresh.
-func (p *Pending) Take(id string, now time.Time) (*PendingAsk, bool) {
+// Another workspace's ask is not there for this caller.
+func (p *Pending) Take(id, workspace string, now time.Time) (*PendingAsk, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	a, ok := p.asks[id]
-	if !ok {
+	if !ok || a.Workspace != workspace {
 		return nil, false
 	}
 	delete(p.asks, id)
 	return a, now.Sub(a.Created) <= p.ttl
 }
 
-// List returns the asks still waiting, oldest first.
-func (p *Pending) List(now time.Time) []PendingAsk {
+// List returns workspace's asks still waiting, oldest first.
+func (p *Pending) List(workspace string, now time.Time) []PendingAsk {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]PendingAsk, 0, len(p.asks))
 	for _, id := range p.order {
-		if a, ok := p.asks[id]; ok && now.Sub(a.Created) <= p.ttl {
+		if a, ok := p.asks[id]; ok && a.Workspace == workspace && now.Sub(a.Created) <= p.ttl {
 			out = append(out, *a)
 		}
 	}
@@ -106,11 +110,11 @@ func (p *Pending) List(now time.Time) []PendingAsk {
 }
 
 // DropSession forgets the asks of an ended session.
-func (p *Pending) DropSession(agentID, sessionID string) {
+func (p *Pending) DropSession(workspace, agentID, sessionID string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id, a := range p.asks {
-		if a.AgentID == agentID && a.SessionID == sessionID {
+		if a.Workspace == workspace && a.AgentID == agentID && a.SessionID == sessionID {
 			delete(p.asks, id)
 		}
 	}

@@ -9,8 +9,9 @@ import (
 )
 
 // sessionKey identifies a session: the same session id under another agent
-// is another session (SPEC §6).
-type sessionKey struct{ agent, session string }
+// is another session, and with workspace binding, under another caller's
+// workspace too ("" when nothing binds callers).
+type sessionKey struct{ workspace, agent, session string }
 
 // session is what toolpdp remembers of one agent loop.
 type session struct {
@@ -52,13 +53,13 @@ func (s *Sessions) Collectors() []prometheus.Collector {
 
 // Pin returns the agent definition the session started with, pinning
 // current when the session has none yet. An empty session id has no state.
-func (s *Sessions) Pin(agentID, sessionID string, current *Agent, now time.Time) *Agent {
+func (s *Sessions) Pin(workspace, agentID, sessionID string, current *Agent, now time.Time) *Agent {
 	if sessionID == "" {
 		return current
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := s.touch(sessionKey{agentID, sessionID}, now)
+	ss := s.touch(sessionKey{workspace, agentID, sessionID}, now)
 	if ss.agent == nil {
 		ss.agent = current
 	}
@@ -67,13 +68,13 @@ func (s *Sessions) Pin(agentID, sessionID string, current *Agent, now time.Time)
 
 // Record counts one decision of the session and reports whether it is at
 // its denial cap: a deny adds one, an allow resets, an ask changes nothing.
-func (s *Sessions) Record(agentID, sessionID string, effect string, max int, now time.Time) (halt bool) {
+func (s *Sessions) Record(workspace, agentID, sessionID string, effect string, max int, now time.Time) (halt bool) {
 	if sessionID == "" {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := s.touch(sessionKey{agentID, sessionID}, now)
+	ss := s.touch(sessionKey{workspace, agentID, sessionID}, now)
 	switch effect {
 	case "deny":
 		ss.denials++
@@ -85,10 +86,10 @@ func (s *Sessions) Record(agentID, sessionID string, effect string, max int, now
 }
 
 // End releases a session. It reports whether there was one.
-func (s *Sessions) End(agentID, sessionID string) bool {
+func (s *Sessions) End(workspace, agentID, sessionID string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss, ok := s.byKey[sessionKey{agentID, sessionID}]
+	ss, ok := s.byKey[sessionKey{workspace, agentID, sessionID}]
 	if ok {
 		s.remove(ss)
 	}

@@ -389,10 +389,12 @@ func (x *Reason) GetMessage() string {
 	return ""
 }
 
+// Execution is what a shell tool runs with under an execution policy.
 type Execution struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Env           map[string]string      `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Cwd           string                 `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	Env           map[string]string      `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the constructed environment
+	Cwd           string                 `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`                                                                           // the pinned working directory; "" when the policy sets none
+	EnvEnforced   bool                   `protobuf:"varint,3,opt,name=env_enforced,json=envEnforced,proto3" json:"env_enforced,omitempty"`                                       // the tool gets exactly env: an allowlist that kept nothing is {} and true
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -439,6 +441,13 @@ func (x *Execution) GetCwd() string {
 		return x.Cwd
 	}
 	return ""
+}
+
+func (x *Execution) GetEnvEnforced() bool {
+	if x != nil {
+		return x.EnvEnforced
+	}
+	return false
 }
 
 // ExecutionPolicy is seed 000's environment axis. Each part is enforced only
@@ -1186,10 +1195,11 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x04axis\x18\x01 \x01(\tR\x04axis\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12,\n" +
 	"\x06effect\x18\x03 \x01(\x0e2\x14.toolpdp.v1.DecisionR\x06effect\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\x87\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xaa\x01\n" +
 	"\tExecution\x120\n" +
 	"\x03env\x18\x01 \x03(\v2\x1e.toolpdp.v1.Execution.EnvEntryR\x03env\x12\x10\n" +
-	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x1a6\n" +
+	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12!\n" +
+	"\fenv_enforced\x18\x03 \x01(\bR\venvEnforced\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +
