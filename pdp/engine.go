@@ -26,6 +26,8 @@ type Engine struct {
 	log      *slog.Logger
 	timeout  time.Duration
 	now      func() time.Time
+	remember time.Duration // how long a remembered approval holds
+	gens     atomic.Uint64 // snapshot generations: remembered approvals end with theirs
 }
 
 // EngineConfig holds what an Engine is built from.
@@ -36,18 +38,31 @@ type EngineConfig struct {
 	Pending     *Pending         // asks awaiting Confirm; required
 	DecisionLog *DecisionLog     // where decisions are logged; nil: nowhere
 	Now         func() time.Time // clock; time.Now when nil
+	RememberTTL time.Duration    // how long a remembered approval holds; DefaultRememberTTL when 0
 }
+
+// DefaultRememberTTL bounds a remembered approval when no --remember-ttl is given.
+const DefaultRememberTTL = time.Hour
 
 // NewEngine returns an engine with no policy: it denies until Swap.
 func NewEngine(c EngineConfig) *Engine {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	return &Engine{sessions: c.Sessions, pending: c.Pending, dlog: c.DecisionLog, log: c.Logger, timeout: c.EvalTimeout, now: c.Now}
+	if c.RememberTTL <= 0 {
+		c.RememberTTL = DefaultRememberTTL
+	}
+	return &Engine{sessions: c.Sessions, pending: c.Pending, dlog: c.DecisionLog, log: c.Logger, timeout: c.EvalTimeout, now: c.Now,
+		remember: c.RememberTTL}
 }
 
-// Swap makes s the snapshot every later request uses.
-func (e *Engine) Swap(s *Snapshot) { e.current.Store(s) }
+// Swap makes s the snapshot every later request uses. Each swap is a new
+// generation, whether or not the revision string changed: remembered
+// approvals of the generations before it no longer hold.
+func (e *Engine) Swap(s *Snapshot) {
+	s.generation = e.gens.Add(1)
+	e.current.Store(s)
+}
 
 // Snapshot is the snapshot in use, or nil before the first load.
 func (e *Engine) Snapshot() *Snapshot { return e.current.Load() }
@@ -88,20 +103,39 @@ func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideRe
 	if agent != nil {
 		max = agent.MaxDenials
 	}
+	call := &PendingAsk{Workspace: ws, DecisionID: resp.DecisionId, CallID: req.GetCallId(), AgentID: agentID, SessionID: req.GetSessionId(),
+		ToolName: req.GetToolName(), Created: now, maxDenials: max, generation: snap.generation}
+	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" {
+		e.rememberedApproval(call, req, resp, now)
+	}
 	if resp.Halt = e.sessions.Record(ws, agentID, req.GetSessionId(), effectName(resp.Decision), max, now); resp.Halt {
 		resp.Reasons = append(resp.Reasons, &pb.Reason{
 			Axis: "session", Rule: "max_consecutive_denials", Effect: pb.Decision_DECISION_DENY,
-			Message: fmt.Sprintf("%d consecutive denials in this session: stop and ask the user how to proceed", max),
+			Message: fmt.Sprintf("%d consecutive failures (denials and reported errors) in this session: stop and ask the user how to proceed", max),
 		})
 	}
-	if resp.Decision == pb.Decision_DECISION_ASK {
-		e.pending.Add(PendingAsk{Workspace: ws, DecisionID: resp.DecisionId, AgentID: agentID, SessionID: req.GetSessionId(), ToolName: req.GetToolName(),
-			Message: resp.Message, Created: now, maxDenials: max})
-	} else {
-		e.pending.NotAsk(resp.DecisionId, ws)
-	}
+	call.decision, call.Message = resp.Decision, resp.Message
+	e.pending.Add(call)
 	e.dlog.record(logEntry{kind: "decision", at: now, req: req, resp: resp, bundles: snap.Bundles, evalNs: evalNs, agentID: agentID})
 	return resp
+}
+
+// rememberedApproval turns an ask into an allow when a person approved
+// exactly this call earlier in the session under this very policy (Confirm
+// with remember); otherwise it notes the key the ask would be remembered by.
+// Only an ask: a remembered approval never turns a deny into anything.
+func (e *Engine) rememberedApproval(call *PendingAsk, req *pb.DecideRequest, resp *pb.DecideResponse, now time.Time) {
+	key, ok := rememberKeyOf(req, resp)
+	if !ok {
+		return
+	}
+	call.remember = key
+	if !e.sessions.Remembered(call.Workspace, call.AgentID, call.SessionID, key, call.generation, now) {
+		return
+	}
+	resp.Decision, resp.Message = pb.Decision_DECISION_ALLOW, ""
+	resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: "session", Rule: "remembered_approval", Effect: pb.Decision_DECISION_ALLOW,
+		Message: "a person approved exactly this call earlier in this session and asked not to be asked again"})
 }
 
 func (e *Engine) evaluate(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest, resp *pb.DecideResponse) error {

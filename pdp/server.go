@@ -30,7 +30,7 @@ import (
 // Request limits, checked before any policy runs (SPEC §8).
 const (
 	MaxToolNameBytes = 256
-	MaxIDBytes       = 256 // agent_id, session_id, server
+	MaxIDBytes       = 256 // agent_id, session_id, server, call_id, decision_id
 )
 
 // ServerConfig shapes the gRPC server.
@@ -140,12 +140,29 @@ func (s *Server) validate(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 			return nil, status.Errorf(codes.InvalidArgument, "%s: %v", field, errInvalidUTF8)
 		}
 	}
-	if r, ok := req.(*pb.DecideRequest); ok {
-		if err := s.checkDecide(r); err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
+	var err error
+	switch r := req.(type) {
+	case *pb.DecideRequest:
+		err = s.checkDecide(r)
+	case *pb.ConfirmRequest:
+		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
+	case *pb.ReportResultRequest:
+		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
+	}
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	return next(ctx, req)
+}
+
+// checkIDs bounds the ids a Confirm or ReportResult names a call by.
+func checkIDs(ids map[string]string) error {
+	for field, v := range ids {
+		if len(v) > MaxIDBytes {
+			return fmt.Errorf("%s: %d bytes, more than the limit of %d", field, len(v), MaxIDBytes)
+		}
+	}
+	return nil
 }
 
 func (s *Server) checkDecide(r *pb.DecideRequest) error {
@@ -155,7 +172,7 @@ func (s *Server) checkDecide(r *pb.DecideRequest) error {
 	case len(r.GetToolName()) > MaxToolNameBytes:
 		return fmt.Errorf("tool_name: %d bytes, more than the limit of %d", len(r.GetToolName()), MaxToolNameBytes)
 	}
-	for field, v := range map[string]string{"agent_id": r.GetAgentId(), "session_id": r.GetSessionId(), "server": r.GetServer()} {
+	for field, v := range map[string]string{"agent_id": r.GetAgentId(), "session_id": r.GetSessionId(), "server": r.GetServer(), "call_id": r.GetCallId()} {
 		if len(v) > MaxIDBytes {
 			return fmt.Errorf("%s: %d bytes, more than the limit of %d", field, len(v), MaxIDBytes)
 		}
@@ -209,6 +226,11 @@ func (s *Server) Confirm(ctx context.Context, req *pb.ConfirmRequest) (*pb.Confi
 	return s.engine.Confirm(ctx, req)
 }
 
+// ReportResult implements DecisionService.
+func (s *Server) ReportResult(ctx context.Context, req *pb.ReportResultRequest) (*pb.ReportResultResponse, error) {
+	return s.engine.ReportResult(ctx, req)
+}
+
 // EndSession implements DecisionService.
 func (s *Server) EndSession(ctx context.Context, req *pb.EndSessionRequest) (*pb.EndSessionResponse, error) {
 	if req.GetSessionId() == "" {
@@ -222,7 +244,7 @@ func (s *Server) ListPending(ctx context.Context, req *pb.ListPendingRequest) (*
 	out := &pb.ListPendingResponse{}
 	for _, a := range s.engine.ListPending(ctx, req.GetAgentId()) {
 		out.Asks = append(out.Asks, &pb.PendingAsk{DecisionId: a.DecisionID, AgentId: a.AgentID, SessionId: a.SessionID,
-			ToolName: a.ToolName, Message: a.Message, CreatedUnixNanos: a.Created.UnixNano()})
+			ToolName: a.ToolName, Message: a.Message, CreatedUnixNanos: a.Created.UnixNano(), CallId: a.CallID})
 	}
 	return out, nil
 }

@@ -156,8 +156,11 @@ func TestConfirm(t *testing.T) {
 	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "allow"}); c != codes.OK {
 		t.Fatalf("a good confirm: %s", c)
 	}
-	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "allow"}); c != codes.NotFound {
-		t.Fatalf("a second confirm of the same ask: %s", c)
+	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "allow"}); c != codes.FailedPrecondition {
+		t.Fatalf("a second confirm of the same ask: %s, want FAILED_PRECONDITION (answered before)", c)
+	}
+	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "deny"}); c != codes.FailedPrecondition {
+		t.Fatalf("a contrary second confirm of the same ask: %s, want FAILED_PRECONDITION (answered before)", c)
 	}
 	// Confirmed denials count toward the cap of 3, with decisions' denials.
 	ts.decide(t, &pb.DecideRequest{AgentId: "a", SessionId: "cap", ToolName: "rm"})

@@ -32,6 +32,8 @@ type Snapshot struct {
 	Loaded   time.Time
 	Warnings []string
 
+	generation uint64 // set by Engine.Swap: one per activation
+
 	query    rego.PreparedEvalQuery
 	compiler *ast.Compiler
 	store    storage.Store

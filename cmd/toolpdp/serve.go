@@ -45,6 +45,7 @@ type serveConfig struct {
 	sessionIdle      time.Duration
 	maxPending       int
 	pendingTTL       time.Duration
+	rememberTTL      time.Duration
 	debounce         time.Duration
 	poll             time.Duration
 	waitForBundle    bool
@@ -81,6 +82,7 @@ func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
 	fs.DurationVar(&c.sessionIdle, "session-idle-timeout", time.Hour, "a session unused this long is released")
 	fs.IntVar(&c.maxPending, "max-pending", 10000, "asks awaiting Confirm held at most")
 	fs.DurationVar(&c.pendingTTL, "pending-ttl", time.Hour, "an ask not confirmed within this is forgotten")
+	fs.DurationVar(&c.rememberTTL, "remember-ttl", pdp.DefaultRememberTTL, "a remembered approval (Confirm with remember) holds this long at most; it also ends with its session and with any reload")
 	fs.DurationVar(&c.debounce, "watch-debounce", 200*time.Millisecond, "file events closer than this give one reload")
 	fs.DurationVar(&c.poll, "poll-interval", 5*time.Second, "how often bundle content is re-hashed, for events a file system misses")
 	fs.BoolVar(&c.waitForBundle, "wait-for-bundle", false, "start even if a --bundle is missing or invalid; deny until it loads")
@@ -131,7 +133,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	sessions := pdp.NewSessions(c.maxSessions, c.sessionIdle)
 	reg.MustRegister(sessions.Collectors()...)
 	engine := pdp.NewEngine(pdp.EngineConfig{Logger: log, EvalTimeout: c.evalTimeout, Sessions: sessions,
-		Pending: pdp.NewPending(c.maxPending, c.pendingTTL), DecisionLog: dlog})
+		Pending: pdp.NewPending(c.maxPending, c.pendingTTL), DecisionLog: dlog, RememberTTL: c.rememberTTL})
 	vc, err := verification(c.verifyKey, c.verifyKeyID, c.verifyAlg)
 	if err != nil {
 		return err
