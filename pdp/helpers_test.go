@@ -48,7 +48,9 @@ type serverOpts struct {
 	creds    credentials.TransportCredentials // server TLS
 	dialTLS  credentials.TransportCredentials // the test client's
 	bind     *Workspaces
-	approver bool // a separate approver listener (serve --confirm-listen)
+	approver bool          // a separate approver listener (serve --confirm-listen)
+	remember time.Duration // --remember-ttl
+	dlog     *DecisionLog
 }
 
 func startServer(t *testing.T, o serverOpts) *testServer {
@@ -67,7 +69,8 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	}
 	log := slog.New(slog.NewJSONHandler(o.logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := prometheus.NewRegistry()
-	engine := NewEngine(EngineConfig{Logger: log, EvalTimeout: o.timeout, Sessions: o.sessions, Pending: NewPending(1000, time.Hour), Now: o.now})
+	engine := NewEngine(EngineConfig{Logger: log, EvalTimeout: o.timeout, Sessions: o.sessions, Pending: NewPending(1000, time.Hour), Now: o.now,
+		RememberTTL: o.remember, DecisionLog: o.dlog})
 	var s *Server
 	loader, err := NewLoader(LoaderConfig{Sources: &Sources{Paths: o.bundles, Verify: o.verify}, Engine: engine, Logger: log, Registerer: reg, TestTimeout: 30 * time.Second,
 		OnSwap: func(*Snapshot) { s.MarkServing(true) }})
