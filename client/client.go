@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -81,6 +82,43 @@ func (c *Client) Confirm(ctx context.Context, decisionID string, allow bool, den
 		result = "allow"
 	}
 	return c.svc.Confirm(ctx, &pb.ConfirmRequest{DecisionId: decisionID, Result: result, DenyMessage: denyMessage})
+}
+
+// Answer records a person's answer with every option of ConfirmRequest:
+// Remember (later calls of the session that are exactly this call run
+// without asking), or naming the call by the agent's own CallId.
+func (c *Client) Answer(ctx context.Context, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return c.svc.Confirm(ctx, req)
+}
+
+// ReportResult tells the sidecar how an allowed call ended: toolErr nil is
+// a success, which resets the session's consecutive count; an error adds
+// one, like a denial. halt true means the session is at its cap: stop the
+// loop and ask the user how to proceed.
+func (c *Client) ReportResult(ctx context.Context, decisionID string, toolErr error) (halt bool, err error) {
+	req := &pb.ReportResultRequest{DecisionId: decisionID}
+	if toolErr != nil {
+		req.IsError, req.Error = true, truncate(toolErr.Error(), 4096)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.svc.ReportResult(ctx, req)
+	if err != nil {
+		return false, err
+	}
+	return resp.GetHalt(), nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // EndSession releases a session's state in the sidecar.

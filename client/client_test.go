@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -59,6 +60,23 @@ func TestCheckDecides(t *testing.T) {
 	}
 	if r, err := c.Confirm(context.Background(), ask.DecisionId, false, "not on a Friday"); err != nil || r.Decision != pb.Decision_DECISION_DENY {
 		t.Fatalf("Confirm: %v %v", r, err)
+	}
+	// Remember an approval: the same call is then allowed in this session.
+	again := c.Check(context.Background(), &pb.DecideRequest{ToolName: "Bash", SessionId: "s", CallId: "toolu_1"})
+	if r, err := c.Answer(context.Background(), &pb.ConfirmRequest{CallId: "toolu_1", SessionId: "s", Result: "allow", Remember: true}); err != nil || r.Decision != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("Answer with remember: %v %v (ask %s)", r, err, again.Decision)
+	}
+	same := c.Check(context.Background(), &pb.DecideRequest{ToolName: "Bash", SessionId: "s"})
+	if same.Decision != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("the remembered call: %s", same.Decision)
+	}
+	// Errors share the consecutive cap (5 on the default agent).
+	for i := 1; i <= 5; i++ {
+		allowed := c.Check(context.Background(), &pb.DecideRequest{ToolName: "Read", SessionId: "s"})
+		halt, err := c.ReportResult(context.Background(), allowed.DecisionId, errors.New("ENOENT"))
+		if err != nil || halt != (i == 5) {
+			t.Fatalf("error %d: halt %v %v", i, halt, err)
+		}
 	}
 	if err := c.EndSession(context.Background(), "", "s"); err != nil {
 		t.Fatal(err)

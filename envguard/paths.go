@@ -30,8 +30,15 @@ var ErrUnresolved = errors.New("cannot resolve")
 // raw is relative, every symlink followed, `.` and `..` cleaned. A path that
 // does not exist yet (a new file) resolves through its deepest existing
 // ancestor. Errors wrap ErrInvalid or ErrUnresolved.
+//
+// A path starting with ~ (a shell's home directory) or written as a URL
+// (file:///etc/passwd) is not a plain path: it is ErrUnresolved, never
+// taken as a relative name.
 func Resolve(cwd, raw string) (string, error) {
 	if err := checkPath(raw); err != nil {
+		return "", err
+	}
+	if err := plain(raw); err != nil {
 		return "", err
 	}
 	if !filepath.IsAbs(raw) {
@@ -47,6 +54,37 @@ func Resolve(cwd, raw string) (string, error) {
 		raw = cwd + "/" + raw
 	}
 	return canonical(raw)
+}
+
+// plain rejects what a tool or a shell would read as something other than
+// a file name: ~ and ~user (home directories, expanded by shells and some
+// tools, never here) and URLs (scheme://...).
+func plain(p string) error {
+	if strings.HasPrefix(p, "~") {
+		return fmt.Errorf("%w: a path starting with ~ is not a plain path (home directories are not expanded here)", ErrUnresolved)
+	}
+	if IsURL(p) {
+		return fmt.Errorf("%w: a path written as a URL is not a plain path", ErrUnresolved)
+	}
+	return nil
+}
+
+// IsURL reports whether p starts with a URL scheme and "://" (file://,
+// http://): a scheme is a letter, then letters, digits, "+", "-" or ".".
+func IsURL(p string) bool {
+	i := strings.Index(p, "://")
+	if i < 1 {
+		return false
+	}
+	for j, c := range p[:i] {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case j > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func checkPath(p string) error {

@@ -192,3 +192,18 @@ func TestResolveDotDotAfterMissingFollowsLinks(t *testing.T) {
 		t.Fatalf("got %q, %v; want %s/secret/key", got, err, root)
 	}
 }
+
+// ~ and URLs are not plain paths: never taken as relative names.
+func TestResolveHomeAndURLsAreNotPlainPaths(t *testing.T) {
+	for _, raw := range []string{"~/.ssh/id_rsa", "~", "~root/.bashrc", "file:///etc/passwd", "FILE://x", "http://h/x", "s3+x.y-z://b/k"} {
+		_, err := Resolve("/p", raw)
+		if !errors.Is(err, ErrUnresolved) || !strings.Contains(err.Error(), "not a plain path") {
+			t.Errorf("Resolve(%q): %v, want ErrUnresolved saying it is not a plain path", raw, err)
+		}
+	}
+	for _, raw := range []string{"a~b", "./~", "dir/file://x", "1http://x", "://x", "a:b"} {
+		if _, err := Resolve("/p", raw); err != nil {
+			t.Errorf("Resolve(%q): %v, want a plain relative path", raw, err)
+		}
+	}
+}

@@ -1,16 +1,26 @@
 package pdp
 
 import (
+	"context"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
+// MaxReportErrorBytes bounds ReportResult's error text.
+const MaxReportErrorBytes = 16 << 10
+
 // Confirm records a person's answer to an ask (seed 001's
-// user.tool_confirmation). A deny counts toward the session's denial cap,
-// an allow resets it.
-func (e *Engine) Confirm(req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
+// user.tool_confirmation). A deny counts toward the session's consecutive
+// cap; an allow resets it for a session that never reported a result; an
+// allow with remember lets later calls of the session that are exactly this
+// call run without asking. The request's shape is checked first
+// (INVALID_ARGUMENT), then the id (NOT_FOUND: unknown, expired, or another
+// workspace's), then its state (FAILED_PRECONDITION: not an ask, or
+// answered before).
+func (e *Engine) Confirm(ctx context.Context, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
 	var answer pb.Decision
 	switch req.GetResult() {
 	case "allow":
@@ -19,31 +29,110 @@ func (e *Engine) Confirm(req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
 		}
 		answer = pb.Decision_DECISION_ALLOW
 	case "deny":
+		if req.GetRemember() {
+			return nil, status.Error(codes.InvalidArgument, "remember: only valid with result \"allow\"")
+		}
 		answer = pb.Decision_DECISION_DENY
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "result: %q is not \"allow\" or \"deny\"", req.GetResult())
 	}
-	if req.GetDecisionId() == "" {
-		return nil, status.Error(codes.InvalidArgument, "decision_id: required")
+	ws, _ := callerWorkspace(ctx)
+	id, err := e.callID(ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
+	if err != nil {
+		return nil, err
 	}
 	now := e.now()
-	ask, fresh := e.pending.Take(req.GetDecisionId(), now)
+	ask, found, answered := e.pending.Answer(id, ws, answer, now)
 	switch {
-	case ask == nil && e.pending.WasNotAsk(req.GetDecisionId()):
-		return nil, status.Errorf(codes.FailedPrecondition, "decision_id: %q was not an ask; only asks are confirmed", req.GetDecisionId())
-	case ask == nil:
-		return nil, status.Errorf(codes.NotFound, "decision_id: %q is not an ask awaiting confirmation (unknown, already answered, or forgotten)", req.GetDecisionId())
-	case !fresh:
-		return nil, status.Errorf(codes.NotFound, "decision_id: %q expired before it was confirmed", req.GetDecisionId())
+	case found == expired:
+		return nil, status.Errorf(codes.NotFound, "decision_id: %q expired before it was confirmed", id)
+	case found == notFound:
+		return nil, notFoundError(id)
+	case ask.decision != pb.Decision_DECISION_ASK:
+		return nil, status.Errorf(codes.FailedPrecondition, "decision_id: %q was not an ask (it was %s); only asks are confirmed", id, effectName(ask.decision))
+	case !answered:
+		return nil, status.Errorf(codes.FailedPrecondition, "decision_id: %q was answered before (%s); an ask is answered once", id, effectName(ask.answer))
 	}
-	halt := e.sessions.Record(ask.AgentID, ask.SessionID, effectName(answer), ask.maxDenials, now)
-	e.dlog.record(logEntry{kind: "confirmation", at: now, confirm: req, ask: ask, halt: halt})
+	halt := e.sessions.Record(ask.Workspace, ask.AgentID, ask.SessionID, effectName(answer), ask.maxDenials, now)
+	remembered := false
+	if req.GetRemember() && ask.SessionID != "" && ask.remember != (rememberKey{}) {
+		e.sessions.Remember(ask.Workspace, ask.AgentID, ask.SessionID, ask.remember, ask.generation, now.Add(e.remember), now)
+		remembered = true
+	}
+	e.dlog.record(logEntry{kind: "confirmation", at: now, confirm: req, ask: ask, halt: halt, remembered: remembered})
 	return &pb.ConfirmResponse{Decision: answer, Halt: halt}, nil
 }
 
-// ListPending lists the asks no person has answered yet, oldest first.
-func (e *Engine) ListPending(agentID string) []PendingAsk {
-	all := e.pending.List(e.now())
+// ReportResult records how an allowed call ended (seed 000: denials share
+// the consecutive-error cap with errors): an error adds one to the
+// session's count, a success resets it. Checked like Confirm: shape, then
+// id (NOT_FOUND), then state (FAILED_PRECONDITION: not allowed, or
+// reported before).
+func (e *Engine) ReportResult(ctx context.Context, req *pb.ReportResultRequest) (*pb.ReportResultResponse, error) {
+	if !req.GetIsError() && req.GetError() != "" {
+		return nil, status.Error(codes.InvalidArgument, "error: only valid with is_error true")
+	}
+	if len(req.GetError()) > MaxReportErrorBytes {
+		return nil, status.Errorf(codes.InvalidArgument, "error: %d bytes, more than the limit of %d", len(req.GetError()), MaxReportErrorBytes)
+	}
+	ws, _ := callerWorkspace(ctx)
+	id, err := e.callID(ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	call, found, marked := e.pending.Report(id, ws)
+	switch {
+	case found == notFound:
+		return nil, notFoundError(id)
+	case !call.allowed():
+		state := effectName(call.decision)
+		if call.decision == pb.Decision_DECISION_ASK {
+			state = "an ask not allowed by a person"
+			if call.answer == pb.Decision_DECISION_UNSPECIFIED {
+				state = "an ask still awaiting a person"
+			}
+		}
+		return nil, status.Errorf(codes.FailedPrecondition, "decision_id: %q was %s; only an allowed call has a result to report", id, state)
+	case !marked:
+		return nil, status.Errorf(codes.FailedPrecondition, "decision_id: %q was reported before; a call ends once", id)
+	}
+	now := e.now()
+	halt := e.sessions.Report(call.Workspace, call.AgentID, call.SessionID, req.GetIsError(), call.maxDenials, now)
+	e.dlog.record(logEntry{kind: "result", at: now, report: req, ask: call, halt: halt})
+	return &pb.ReportResultResponse{Halt: halt}, nil
+}
+
+// callID is the decision a Confirm or ReportResult names: by decision_id,
+// or by the agent's call_id with the agent and session of its Decide.
+func (e *Engine) callID(ws, decisionID, callID, agentID, sessionID string) (string, error) {
+	switch {
+	case decisionID != "" && callID != "":
+		return "", status.Error(codes.InvalidArgument, "decision_id, call_id: give one, not both")
+	case decisionID != "":
+		return decisionID, nil
+	case callID == "":
+		return "", status.Error(codes.InvalidArgument, "decision_id: required (or call_id with agent_id and session_id)")
+	}
+	if agentID == "" {
+		agentID = DefaultAgent
+	}
+	if id := e.pending.ByCallID(ws, agentID, sessionID, callID); id != "" {
+		return id, nil
+	}
+	return "", status.Errorf(codes.NotFound, "call_id: %q of agent '%s' in session %q names no recent decision", callID, agentID, sessionID)
+}
+
+// notFoundError is the same for an id never issued, one forgotten and one
+// of another workspace: the caller cannot tell them apart.
+func notFoundError(id string) error {
+	return status.Errorf(codes.NotFound, "decision_id: %q names no recent decision (unknown, forgotten, or never issued)", id)
+}
+
+// ListPending lists the asks of the caller's workspace no person has
+// answered yet, oldest first.
+func (e *Engine) ListPending(ctx context.Context, agentID string) []PendingAsk {
+	ws, _ := callerWorkspace(ctx)
+	all := e.pending.List(ws, e.now())
 	if agentID == "" {
 		return all
 	}

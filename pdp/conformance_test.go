@@ -1,6 +1,7 @@
 package pdp
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -22,9 +25,6 @@ const conformanceDir = "../../shared/conformance"
 // pendingConformance lists the conformance files whose feature is not built
 // yet, each with the issue that will make it pass. Nothing else is skipped.
 var pendingConformance = map[string]int{
-	"04-seed000-categories.json":         13,
-	"12-names-tables-paths.json":         13,
-	"13-sessions-results-approvals.json": 14,
 }
 
 type conformanceCase struct {
@@ -39,6 +39,17 @@ type conformanceCase struct {
 		Request      json.RawMessage            `json:"request"`
 		Expect       *conformanceExpect         `json:"expect"`
 		ReloadAgents map[string]json.RawMessage `json:"reload_agents"`
+		Confirm      *struct {
+			Step        int    `json:"step"`
+			Result      string `json:"result"`
+			Remember    bool   `json:"remember"`
+			DenyMessage string `json:"deny_message"`
+		} `json:"confirm"`
+		Report *struct {
+			Step    int    `json:"step"`
+			IsError bool   `json:"is_error"`
+			Error   string `json:"error"`
+		} `json:"report"`
 	} `json:"steps"`
 }
 
@@ -49,6 +60,7 @@ type conformanceExpect struct {
 	Halt            *bool             `json:"halt"`
 	Env             map[string]string `json:"env"`
 	Cwd             *string           `json:"cwd"`
+	Code            string            `json:"code"` // a gRPC status name, for confirm and report steps
 }
 
 // TestConformance runs every file of shared/conformance (SPEC §10) through a
@@ -107,6 +119,13 @@ func runConformance(t *testing.T, file string) {
 	rev := 1
 	writeAgentsBundle(t, bdir, sub(mustJSON(t, c.Agents)), fmt.Sprintf("r%d", rev))
 	ts := startServer(t, serverOpts{bundles: []string{bdir}, watch: true})
+	ids := map[int]string{} // decision ids by step
+	idOf := func(step int) string {
+		if id, ok := ids[step]; ok {
+			return id
+		}
+		return fmt.Sprintf("never-issued-step-%d", step) // a K naming no Decide step
+	}
 	for i, step := range c.Steps {
 		if step.ReloadAgents != nil {
 			rev++
@@ -117,15 +136,82 @@ func runConformance(t *testing.T, file string) {
 			})
 			continue
 		}
+		if step.Confirm != nil || step.Report != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			var decision *pb.Decision
+			var halt bool
+			var err error
+			what := ""
+			if cf := step.Confirm; cf != nil {
+				what = fmt.Sprintf("Confirm of step %d", cf.Step)
+				var r *pb.ConfirmResponse
+				r, err = ts.client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: idOf(cf.Step), Result: cf.Result, Remember: cf.Remember, DenyMessage: cf.DenyMessage})
+				if err == nil {
+					decision, halt = &r.Decision, r.Halt
+				}
+			} else {
+				rp := step.Report
+				what = fmt.Sprintf("ReportResult of step %d", rp.Step)
+				var r *pb.ReportResultResponse
+				r, err = ts.client.ReportResult(ctx, &pb.ReportResultRequest{DecisionId: idOf(rp.Step), IsError: rp.IsError, Error: rp.Error})
+				if err == nil {
+					halt = r.Halt
+				}
+			}
+			cancel()
+			for _, problem := range step.Expect.checkAnswer(decision, halt, err) {
+				t.Errorf("step %d %s: %s", i, what, problem)
+			}
+			continue
+		}
 		var req pb.DecideRequest
 		if err := protojson.Unmarshal(sub(step.Request), &req); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		resp := ts.decide(t, &req)
+		ids[i] = resp.DecisionId
 		for _, problem := range step.Expect.check(resp, root) {
 			t.Errorf("step %d %s %s: %s", i, req.ToolName, string(step.Request), problem)
 		}
 	}
+}
+
+// checkAnswer checks a Confirm or ReportResult step: its status code, or
+// the decision and halt it answered with.
+func (e *conformanceExpect) checkAnswer(decision *pb.Decision, halt bool, err error) []string {
+	want := e.Code
+	if want == "" {
+		want = "OK"
+	}
+	if got := strings.ToUpper(codeName(status.Code(err))); got != want {
+		return []string{fmt.Sprintf("code %s, want %s (%v)", got, want, err)}
+	}
+	if err != nil {
+		return nil
+	}
+	var bad []string
+	if e.Decision != "" && (decision == nil || decision.String() != e.Decision) {
+		bad = append(bad, fmt.Sprintf("decision %v, want %s", decision, e.Decision))
+	}
+	if e.Halt != nil && halt != *e.Halt {
+		bad = append(bad, fmt.Sprintf("halt %v, want %v", halt, *e.Halt))
+	}
+	return bad
+}
+
+// codeName is a status code as the corpus spells it: FAILED_PRECONDITION.
+func codeName(c codes.Code) string {
+	if c == codes.OK {
+		return "OK"
+	}
+	var b strings.Builder
+	for i, r := range c.String() { // "FailedPrecondition"
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func (e *conformanceExpect) check(resp *pb.DecideResponse, root string) []string {
@@ -133,7 +219,7 @@ func (e *conformanceExpect) check(resp *pb.DecideResponse, root string) []string
 	if e.Decision != "" && resp.Decision.String() != e.Decision {
 		bad = append(bad, fmt.Sprintf("decision %s, want %s (message %q)", resp.Decision, e.Decision, resp.Message))
 	}
-	if len(e.DecisionIn) > 0 && !slices.Contains(e.DecisionIn, resp.Decision.String()) {
+	if e.DecisionIn != nil && !slices.Contains(e.DecisionIn, resp.Decision.String()) {
 		bad = append(bad, fmt.Sprintf("decision %s, want one of %v (message %q)", resp.Decision, e.DecisionIn, resp.Message))
 	}
 	for _, w := range e.MessageContains {

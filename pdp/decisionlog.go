@@ -54,7 +54,7 @@ type DecisionLogConfig struct {
 
 // logEntry is one decision or event, rendered by the writer goroutine.
 type logEntry struct {
-	kind    string // "decision" or "confirmation"
+	kind    string // "decision", "confirmation" or "result"
 	at      time.Time
 	req     *pb.DecideRequest
 	resp    *pb.DecideResponse
@@ -64,6 +64,9 @@ type logEntry struct {
 	ask     *PendingAsk
 	agentID string
 	halt    bool
+
+	remembered bool                    // a confirmation that remembered the approval
+	report     *pb.ReportResultRequest // a result
 }
 
 // NewDecisionLog starts the writer goroutine; Close drains and stops it.
@@ -137,14 +140,21 @@ func (d *DecisionLog) run() {
 }
 
 // lines renders an entry: a decision, plus a tool.permission_denied event
-// for a deny (seed 000); or a tool.confirmation event.
+// for a deny (seed 000); or a tool.confirmation or tool.result event.
 func (d *DecisionLog) lines(e logEntry) []any {
 	ts := e.at.UTC().Format(time.RFC3339Nano)
-	if e.kind == "confirmation" {
+	switch e.kind {
+	case "confirmation":
 		return []any{map[string]any{
-			"type": "tool.confirmation", "timestamp": ts, "decision_id": e.confirm.GetDecisionId(),
+			"type": "tool.confirmation", "timestamp": ts, "decision_id": e.ask.DecisionID, "call_id": e.ask.CallID,
 			"agent_id": e.ask.AgentID, "session_id": e.ask.SessionID, "tool_name": e.ask.ToolName,
-			"result": e.confirm.GetResult(), "deny_message": e.confirm.GetDenyMessage(), "halt": e.halt,
+			"result": e.confirm.GetResult(), "deny_message": e.confirm.GetDenyMessage(), "remember": e.remembered, "halt": e.halt,
+		}}
+	case "result":
+		return []any{map[string]any{
+			"type": "tool.result", "timestamp": ts, "decision_id": e.ask.DecisionID, "call_id": e.ask.CallID,
+			"agent_id": e.ask.AgentID, "session_id": e.ask.SessionID, "tool_name": e.ask.ToolName,
+			"is_error": e.report.GetIsError(), "error": e.report.GetError(), "halt": e.halt,
 		}}
 	}
 	bundles := map[string]any{}

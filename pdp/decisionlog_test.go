@@ -51,7 +51,7 @@ func TestDecisionLogLines(t *testing.T) {
 	e.Decide(ctx, &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "rm", Env: map[string]string{"GITHUB_TOKEN": "ghp_x", "PATH": "/bin"},
 		Args: mustStruct(t, map[string]any{"path": "/x", "nested": map[string]any{"password": "hunter2"}})})
 	ask := e.Decide(ctx, &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "bash"})
-	if _, err := e.Confirm(&pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "not now"}); err != nil {
+	if _, err := e.Confirm(context.Background(), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "not now"}); err != nil {
 		t.Fatal(err)
 	}
 	dlog.Close()

@@ -26,6 +26,8 @@ type Engine struct {
 	log      *slog.Logger
 	timeout  time.Duration
 	now      func() time.Time
+	remember time.Duration // how long a remembered approval holds
+	gens     atomic.Uint64 // snapshot generations: remembered approvals end with theirs
 }
 
 // EngineConfig holds what an Engine is built from.
@@ -36,18 +38,31 @@ type EngineConfig struct {
 	Pending     *Pending         // asks awaiting Confirm; required
 	DecisionLog *DecisionLog     // where decisions are logged; nil: nowhere
 	Now         func() time.Time // clock; time.Now when nil
+	RememberTTL time.Duration    // how long a remembered approval holds; DefaultRememberTTL when 0
 }
+
+// DefaultRememberTTL bounds a remembered approval when no --remember-ttl is given.
+const DefaultRememberTTL = time.Hour
 
 // NewEngine returns an engine with no policy: it denies until Swap.
 func NewEngine(c EngineConfig) *Engine {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	return &Engine{sessions: c.Sessions, pending: c.Pending, dlog: c.DecisionLog, log: c.Logger, timeout: c.EvalTimeout, now: c.Now}
+	if c.RememberTTL <= 0 {
+		c.RememberTTL = DefaultRememberTTL
+	}
+	return &Engine{sessions: c.Sessions, pending: c.Pending, dlog: c.DecisionLog, log: c.Logger, timeout: c.EvalTimeout, now: c.Now,
+		remember: c.RememberTTL}
 }
 
-// Swap makes s the snapshot every later request uses.
-func (e *Engine) Swap(s *Snapshot) { e.current.Store(s) }
+// Swap makes s the snapshot every later request uses. Each swap is a new
+// generation, whether or not the revision string changed: remembered
+// approvals of the generations before it no longer hold.
+func (e *Engine) Swap(s *Snapshot) {
+	s.generation = e.gens.Add(1)
+	e.current.Store(s)
+}
 
 // Snapshot is the snapshot in use, or nil before the first load.
 func (e *Engine) Snapshot() *Snapshot { return e.current.Load() }
@@ -67,9 +82,18 @@ func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideRe
 	if agentID == "" {
 		agentID = DefaultAgent
 	}
-	agent := e.sessions.Pin(agentID, req.GetSessionId(), snap.agents[agentID], now)
+	ws, _ := callerWorkspace(ctx)
+	current := snap.agents[agentID]
+	agent := e.sessions.Pin(ws, agentID, req.GetSessionId(), current, now)
 	evalStart := time.Now()
-	err := e.evaluate(ctx, snap, agentID, agent, req, resp)
+	var err error
+	if agent != nil && current == nil {
+		// Revoked: the newest bundle no longer defines the agent this session
+		// is pinned to. Nothing of the pin applies, custom tools included.
+		denyResponse(resp, "session", "agent_removed", fmt.Sprintf("agent '%s' was removed from the policy: every call of its running sessions is denied", agentID))
+	} else {
+		err = e.evaluate(ctx, snap, agentID, agent, req, resp)
+	}
 	evalNs := time.Since(evalStart).Nanoseconds()
 	if err != nil {
 		e.log.Error("evaluation failed", "agent_id", agentID, "tool_name", req.GetToolName(), "revision", snap.Revision, "error", err)
@@ -79,20 +103,39 @@ func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideRe
 	if agent != nil {
 		max = agent.MaxDenials
 	}
-	if resp.Halt = e.sessions.Record(agentID, req.GetSessionId(), effectName(resp.Decision), max, now); resp.Halt {
+	call := &PendingAsk{Workspace: ws, DecisionID: resp.DecisionId, CallID: req.GetCallId(), AgentID: agentID, SessionID: req.GetSessionId(),
+		ToolName: req.GetToolName(), Created: now, maxDenials: max, generation: snap.generation}
+	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" {
+		e.rememberedApproval(call, req, resp, now)
+	}
+	if resp.Halt = e.sessions.Record(ws, agentID, req.GetSessionId(), effectName(resp.Decision), max, now); resp.Halt {
 		resp.Reasons = append(resp.Reasons, &pb.Reason{
 			Axis: "session", Rule: "max_consecutive_denials", Effect: pb.Decision_DECISION_DENY,
-			Message: fmt.Sprintf("%d consecutive denials in this session: stop and ask the user how to proceed", max),
+			Message: fmt.Sprintf("%d consecutive failures (denials and reported errors) in this session: stop and ask the user how to proceed", max),
 		})
 	}
-	if resp.Decision == pb.Decision_DECISION_ASK {
-		e.pending.Add(PendingAsk{DecisionID: resp.DecisionId, AgentID: agentID, SessionID: req.GetSessionId(), ToolName: req.GetToolName(),
-			Message: resp.Message, Created: now, maxDenials: max})
-	} else {
-		e.pending.NotAsk(resp.DecisionId)
-	}
+	call.decision, call.Message = resp.Decision, resp.Message
+	e.pending.Add(call)
 	e.dlog.record(logEntry{kind: "decision", at: now, req: req, resp: resp, bundles: snap.Bundles, evalNs: evalNs, agentID: agentID})
 	return resp
+}
+
+// rememberedApproval turns an ask into an allow when a person approved
+// exactly this call earlier in the session under this very policy (Confirm
+// with remember); otherwise it notes the key the ask would be remembered by.
+// Only an ask: a remembered approval never turns a deny into anything.
+func (e *Engine) rememberedApproval(call *PendingAsk, req *pb.DecideRequest, resp *pb.DecideResponse, now time.Time) {
+	key, ok := rememberKeyOf(req, resp)
+	if !ok {
+		return
+	}
+	call.remember = key
+	if !e.sessions.Remembered(call.Workspace, call.AgentID, call.SessionID, key, call.generation, now) {
+		return
+	}
+	resp.Decision, resp.Message = pb.Decision_DECISION_ALLOW, ""
+	resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: "session", Rule: "remembered_approval", Effect: pb.Decision_DECISION_ALLOW,
+		Message: "a person approved exactly this call earlier in this session and asked not to be asked again"})
 }
 
 func (e *Engine) evaluate(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest, resp *pb.DecideResponse) error {
@@ -139,7 +182,8 @@ func mapResult(doc map[string]any, resp *pb.DecideResponse) error {
 		resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: str(m["axis"]), Rule: str(m["rule"]), Effect: effect, Message: str(m["message"])})
 	}
 	if ex, ok := doc["execution"].(map[string]any); ok && len(ex) > 0 {
-		out := &pb.Execution{Cwd: str(ex["cwd"]), Env: map[string]string{}}
+		enforced, _ := ex["env_enforced"].(bool)
+		out := &pb.Execution{Cwd: str(ex["cwd"]), Env: map[string]string{}, EnvEnforced: enforced}
 		env, _ := ex["env"].(map[string]any)
 		for k, v := range env {
 			out.Env[k] = str(v)
@@ -184,11 +228,13 @@ func newDecisionID() string {
 	return id.String()
 }
 
-// EndSession releases a session's pin and counters.
-func (e *Engine) EndSession(agentID, sessionID string) bool {
+// EndSession releases a session's pin and counters. Another workspace's
+// session is not found.
+func (e *Engine) EndSession(ctx context.Context, agentID, sessionID string) bool {
 	if agentID == "" {
 		agentID = DefaultAgent
 	}
-	e.pending.DropSession(agentID, sessionID)
-	return e.sessions.End(agentID, sessionID)
+	ws, _ := callerWorkspace(ctx)
+	e.pending.DropSession(ws, agentID, sessionID)
+	return e.sessions.End(ws, agentID, sessionID)
 }

@@ -30,6 +30,7 @@ type testServer struct {
 	engine   *Engine
 	loader   *Loader
 	registry *prometheus.Registry
+	approver pb.DecisionServiceClient // on the --confirm-listen address, when serverOpts.approver
 }
 
 type serverOpts struct {
@@ -47,6 +48,9 @@ type serverOpts struct {
 	creds    credentials.TransportCredentials // server TLS
 	dialTLS  credentials.TransportCredentials // the test client's
 	bind     *Workspaces
+	approver bool          // a separate approver listener (serve --confirm-listen)
+	remember time.Duration // --remember-ttl
+	dlog     *DecisionLog
 }
 
 func startServer(t *testing.T, o serverOpts) *testServer {
@@ -65,7 +69,8 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	}
 	log := slog.New(slog.NewJSONHandler(o.logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := prometheus.NewRegistry()
-	engine := NewEngine(EngineConfig{Logger: log, EvalTimeout: o.timeout, Sessions: o.sessions, Pending: NewPending(1000, time.Hour), Now: o.now})
+	engine := NewEngine(EngineConfig{Logger: log, EvalTimeout: o.timeout, Sessions: o.sessions, Pending: NewPending(1000, time.Hour), Now: o.now,
+		RememberTTL: o.remember, DecisionLog: o.dlog})
 	var s *Server
 	loader, err := NewLoader(LoaderConfig{Sources: &Sources{Paths: o.bundles, Verify: o.verify}, Engine: engine, Logger: log, Registerer: reg, TestTimeout: 30 * time.Second,
 		OnSwap: func(*Snapshot) { s.MarkServing(true) }})
@@ -75,7 +80,8 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	if o.bind != nil {
 		o.bind.Logger = log
 	}
-	srv, s, err := NewServer(engine, loader, ServerConfig{MaxArgsBytes: 64 << 10, Logger: log, Registerer: reg, Creds: o.creds, Workspaces: o.bind})
+	srv, s, err := NewServer(engine, loader, ServerConfig{MaxArgsBytes: 64 << 10, Logger: log, Registerer: reg, Creds: o.creds, Workspaces: o.bind,
+		SeparateApprover: o.approver})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,14 +129,30 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ts := &testServer{addr: target, conn: conn, client: pb.NewDecisionServiceClient(conn), health: healthpb.NewHealthClient(conn),
+		engine: engine, loader: loader, registry: reg}
+	var approverConn *grpc.ClientConn
+	if o.approver {
+		al, err := net.Listen("unix", filepath.Join(t.TempDir(), "approver.sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = srv.Serve(ApproverListener(al)) }()
+		if approverConn, err = grpc.NewClient("unix://"+al.Addr().String(), grpc.WithTransportCredentials(clientCreds)); err != nil {
+			t.Fatal(err)
+		}
+		ts.approver = pb.NewDecisionServiceClient(approverConn)
+	}
 	t.Cleanup(func() {
 		conn.Close()
+		if approverConn != nil {
+			approverConn.Close()
+		}
 		cancel()
 		<-watched
 		srv.Stop()
 	})
-	return &testServer{addr: target, conn: conn, client: pb.NewDecisionServiceClient(conn), health: healthpb.NewHealthClient(conn),
-		engine: engine, loader: loader, registry: reg}
+	return ts
 }
 
 func (ts *testServer) decide(t *testing.T, req *pb.DecideRequest) *pb.DecideResponse {

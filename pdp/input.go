@@ -21,6 +21,7 @@ import (
 // roots, and envguard's view of the tool's paths and command.
 func buildInput(snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) ast.Value {
 	t := &snap.tables
+	guardrails, commands := snap.guardrailsFor(agentID, agent)
 	in := ast.NewObject(
 		item("agent_id", ast.String(agentID)),
 		item("session_id", ast.String(req.GetSessionId())),
@@ -29,7 +30,7 @@ func buildInput(snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequ
 		item("category", ast.String(categoryName(req.GetCategory()))),
 		item("args", structValue(req.GetArgs())),
 		item("env", stringMap(req.GetEnv())),
-		item("guardrails", snap.guardrailsFor(agentID)),
+		item("guardrails", guardrails),
 	)
 	if agent != nil {
 		in.Insert(ast.StringTerm("agent"), ast.NewTerm(agent.Index))
@@ -40,12 +41,14 @@ func buildInput(snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequ
 	}
 	if ft, ok := t.fileTools[req.GetToolName()]; ok {
 		in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(policy)))
-		in.Insert(ast.StringTerm("paths"), ast.NewTerm(pathsValue(ft, policy, req.GetArgs())))
+		paths, globs := pathsValue(ft, policy, req.GetArgs())
+		in.Insert(ast.StringTerm("paths"), ast.NewTerm(paths))
+		in.Insert(ast.StringTerm("globs"), ast.NewTerm(globs))
 	} else {
 		in.Insert(ast.StringTerm("paths"), ast.ArrayTerm())
 	}
 	if names, ok := t.shellTools[req.GetToolName()]; ok {
-		cmd := analyzeCommand(context.Background(), t.shell, snap.commandsFor(agentID), names, req.GetArgs())
+		cmd := analyzeCommand(context.Background(), t.shell, commands, names, req.GetArgs())
 		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
 	}
 	return in
@@ -126,14 +129,16 @@ func scopeValue(p *ExecutionPolicy) ast.Value {
 	return o
 }
 
-// pathsValue resolves each path argument of a file tool; a call naming no
-// path works on the cwd.
-func pathsValue(ft fileTool, p *ExecutionPolicy, args *structpb.Struct) ast.Value {
+// pathsValue resolves each path argument of a file tool (a call naming no
+// path works on the cwd) and the search globs that reach beyond it. Every
+// search glob is listed in globs too, for the protected names.
+func pathsValue(ft fileTool, p *ExecutionPolicy, args *structpb.Struct) (paths, globs ast.Value) {
 	cwd := ""
 	if p != nil {
 		cwd = p.Cwd
 	}
-	var out []*ast.Term
+	var out, gs []*ast.Term
+	base := "" // the tool's own path argument: a relative glob is under it
 	for _, name := range ft.Args {
 		v, ok := args.GetFields()[name]
 		if !ok {
@@ -143,6 +148,9 @@ func pathsValue(ft fileTool, p *ExecutionPolicy, args *structpb.Struct) ast.Valu
 		if !isString {
 			out = append(out, pathTerm(name, ft.Access, "", "", errNotString))
 			continue
+		}
+		if name == "path" {
+			base = s.StringValue
 		}
 		resolved, err := envguard.Resolve(cwd, s.StringValue)
 		out = append(out, pathTerm(name, ft.Access, s.StringValue, resolved, err))
@@ -154,12 +162,70 @@ func pathsValue(ft fileTool, p *ExecutionPolicy, args *structpb.Struct) ast.Valu
 		}
 		out = append(out, pathTerm("", ft.Access, ".", resolved, err))
 	}
-	return ast.NewArray(out...)
+	for _, name := range ft.Globs {
+		v, ok := args.GetFields()[name]
+		if !ok {
+			continue
+		}
+		s, isString := v.GetKind().(*structpb.Value_StringValue)
+		if !isString {
+			out = append(out, pathTerm(name, ft.Access, "", "", errNotString))
+			continue
+		}
+		gs = append(gs, ast.ObjectTerm(item("arg", ast.String(name)), item("raw", ast.String(s.StringValue))))
+		if dir, reaches, err := globDir(s.StringValue, base); reaches {
+			resolved := ""
+			if err == nil {
+				resolved, err = envguard.Resolve(cwd, dir)
+			}
+			out = append(out, pathTerm(name, ft.Access, s.StringValue, resolved, err))
+		}
+	}
+	return ast.NewArray(out...), ast.NewArray(gs...)
+}
+
+// globDir is the directory a search glob reaches when it can reach beyond
+// the tool's path: an absolute glob, one starting with ~ (or a URL), or one
+// with a ".." segment. Its literal part before the first *, ?, [ or {, cut
+// back to its last "/", under base (the tool's path) when relative. A ".."
+// after the first of those characters cannot be checked.
+func globDir(glob, base string) (dir string, reaches bool, err error) {
+	dotdot := false
+	for _, seg := range strings.Split(glob, "/") {
+		dotdot = dotdot || seg == ".."
+	}
+	if !strings.HasPrefix(glob, "/") && !strings.HasPrefix(glob, "~") && !envguard.IsURL(glob) && !dotdot {
+		return "", false, nil
+	}
+	literal, wild := glob, ""
+	if i := strings.IndexAny(glob, "*?[{"); i >= 0 {
+		literal, wild = glob[:i], glob[i:]
+	}
+	for _, seg := range strings.Split(wild, "/") {
+		if seg == ".." {
+			return "", true, errGlobDotDot
+		}
+	}
+	if wild != "" {
+		if i := strings.LastIndex(literal, "/"); i >= 0 {
+			literal = literal[:i+1]
+		} else {
+			literal = ""
+		}
+	}
+	switch {
+	case strings.HasPrefix(literal, "/") || strings.HasPrefix(literal, "~") || envguard.IsURL(literal):
+		return literal, true, nil
+	case base == "":
+		return "./" + literal, true, nil
+	}
+	return base + "/" + literal, true, nil
 }
 
 var (
-	errNotString = errors.Join(envguard.ErrInvalid, errors.New("the argument is not a string"))
-	errNoPath    = errors.Join(envguard.ErrUnresolved, errors.New("no path given and no policy cwd to default to"))
+	errNotString  = errors.Join(envguard.ErrInvalid, errors.New("the argument is not a string"))
+	errNoPath     = errors.Join(envguard.ErrUnresolved, errors.New("no path given and no policy cwd to default to"))
+	errGlobDotDot = fmt.Errorf("%w: the glob has a .. segment after a wildcard, so where it reaches cannot be checked", envguard.ErrUnresolved)
 )
 
 func pathTerm(arg, access, raw, resolved string, err error) *ast.Term {

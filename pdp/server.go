@@ -30,7 +30,7 @@ import (
 // Request limits, checked before any policy runs (SPEC §8).
 const (
 	MaxToolNameBytes = 256
-	MaxIDBytes       = 256 // agent_id, session_id, server
+	MaxIDBytes       = 256 // agent_id, session_id, server, call_id, decision_id
 )
 
 // ServerConfig shapes the gRPC server.
@@ -40,6 +40,9 @@ type ServerConfig struct {
 	Registerer   prometheus.Registerer
 	Creds        credentials.TransportCredentials // TLS or mTLS; nil: plaintext
 	Workspaces   *Workspaces                      // caller binding; nil: none
+	// SeparateApprover: Confirm and ListPending are served only on
+	// connections of an ApproverListener (serve --confirm-listen).
+	SeparateApprover bool
 }
 
 // Server is the gRPC face of an Engine.
@@ -85,6 +88,8 @@ func NewServer(engine *Engine, loader *Loader, cfg ServerConfig) (*grpc.Server, 
 //   - metrics, then logging: they see every call, panics included, because
 //   - recovery again, innermost, turns a handler's panic into INTERNAL
 //     before they look at it;
+//   - the approver gate, when approvers have their own addresses: Confirm
+//     and ListPending only there;
 //   - validation: malformed requests never reach the policy;
 //   - workspace binding, when configured: who is asking.
 func (s *Server) chain(metrics *grpcprom.ServerMetrics) []grpc.UnaryServerInterceptor {
@@ -102,8 +107,11 @@ func (s *Server) chain(metrics *grpcprom.ServerMetrics) []grpc.UnaryServerInterc
 			logging.WithLogOnEvents(logging.FinishCall),
 			logging.WithLevels(callLevel)), notHealth),
 		recovery.UnaryServerInterceptor(onPanic),
-		s.validate,
 	}
+	if s.cfg.SeparateApprover {
+		chain = append(chain, approverGate)
+	}
+	chain = append(chain, s.validate)
 	if s.cfg.Workspaces.enabled() {
 		chain = append(chain, s.cfg.Workspaces.interceptor)
 	}
@@ -132,12 +140,29 @@ func (s *Server) validate(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 			return nil, status.Errorf(codes.InvalidArgument, "%s: %v", field, errInvalidUTF8)
 		}
 	}
-	if r, ok := req.(*pb.DecideRequest); ok {
-		if err := s.checkDecide(r); err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
+	var err error
+	switch r := req.(type) {
+	case *pb.DecideRequest:
+		err = s.checkDecide(r)
+	case *pb.ConfirmRequest:
+		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
+	case *pb.ReportResultRequest:
+		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
+	}
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	return next(ctx, req)
+}
+
+// checkIDs bounds the ids a Confirm or ReportResult names a call by.
+func checkIDs(ids map[string]string) error {
+	for field, v := range ids {
+		if len(v) > MaxIDBytes {
+			return fmt.Errorf("%s: %d bytes, more than the limit of %d", field, len(v), MaxIDBytes)
+		}
+	}
+	return nil
 }
 
 func (s *Server) checkDecide(r *pb.DecideRequest) error {
@@ -147,7 +172,7 @@ func (s *Server) checkDecide(r *pb.DecideRequest) error {
 	case len(r.GetToolName()) > MaxToolNameBytes:
 		return fmt.Errorf("tool_name: %d bytes, more than the limit of %d", len(r.GetToolName()), MaxToolNameBytes)
 	}
-	for field, v := range map[string]string{"agent_id": r.GetAgentId(), "session_id": r.GetSessionId(), "server": r.GetServer()} {
+	for field, v := range map[string]string{"agent_id": r.GetAgentId(), "session_id": r.GetSessionId(), "server": r.GetServer(), "call_id": r.GetCallId()} {
 		if len(v) > MaxIDBytes {
 			return fmt.Errorf("%s: %d bytes, more than the limit of %d", field, len(v), MaxIDBytes)
 		}
@@ -197,24 +222,29 @@ func (s *Server) Decide(ctx context.Context, req *pb.DecideRequest) (*pb.DecideR
 func (s *Server) Health() *health.Server { return s.health }
 
 // Confirm implements DecisionService.
-func (s *Server) Confirm(_ context.Context, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
-	return s.engine.Confirm(req)
+func (s *Server) Confirm(ctx context.Context, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
+	return s.engine.Confirm(ctx, req)
+}
+
+// ReportResult implements DecisionService.
+func (s *Server) ReportResult(ctx context.Context, req *pb.ReportResultRequest) (*pb.ReportResultResponse, error) {
+	return s.engine.ReportResult(ctx, req)
 }
 
 // EndSession implements DecisionService.
-func (s *Server) EndSession(_ context.Context, req *pb.EndSessionRequest) (*pb.EndSessionResponse, error) {
+func (s *Server) EndSession(ctx context.Context, req *pb.EndSessionRequest) (*pb.EndSessionResponse, error) {
 	if req.GetSessionId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "session_id: required")
 	}
-	return &pb.EndSessionResponse{Found: s.engine.EndSession(req.GetAgentId(), req.GetSessionId())}, nil
+	return &pb.EndSessionResponse{Found: s.engine.EndSession(ctx, req.GetAgentId(), req.GetSessionId())}, nil
 }
 
 // ListPending implements DecisionService.
-func (s *Server) ListPending(_ context.Context, req *pb.ListPendingRequest) (*pb.ListPendingResponse, error) {
+func (s *Server) ListPending(ctx context.Context, req *pb.ListPendingRequest) (*pb.ListPendingResponse, error) {
 	out := &pb.ListPendingResponse{}
-	for _, a := range s.engine.ListPending(req.GetAgentId()) {
+	for _, a := range s.engine.ListPending(ctx, req.GetAgentId()) {
 		out.Asks = append(out.Asks, &pb.PendingAsk{DecisionId: a.DecisionID, AgentId: a.AgentID, SessionId: a.SessionID,
-			ToolName: a.ToolName, Message: a.Message, CreatedUnixNanos: a.Created.UnixNano()})
+			ToolName: a.ToolName, Message: a.Message, CreatedUnixNanos: a.Created.UnixNano(), CallId: a.CallID})
 	}
 	return out, nil
 }

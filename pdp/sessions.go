@@ -9,17 +9,33 @@ import (
 )
 
 // sessionKey identifies a session: the same session id under another agent
-// is another session (SPEC §6).
-type sessionKey struct{ agent, session string }
+// is another session, and with workspace binding, under another caller's
+// workspace too ("" when nothing binds callers).
+type sessionKey struct{ workspace, agent, session string }
 
 // session is what toolpdp remembers of one agent loop.
 type session struct {
 	key      sessionKey
 	agent    *Agent // pinned definition; nil until the agent is known
-	denials  int    // consecutive denials
+	denials  int    // consecutive failures: denials and reported errors
+	reported bool   // the agent has reported a result: then only a reported success resets denials
 	lastUsed time.Time
 	elem     *list.Element
+
+	// remembered approvals: a person allowed exactly this call (key) under
+	// the snapshot of that generation, until expires. At most
+	// MaxRememberedPerSession, each a fixed size.
+	remembered map[rememberKey]remembered
 }
+
+type remembered struct {
+	generation uint64
+	expires    time.Time
+}
+
+// MaxRememberedPerSession bounds a session's remembered approvals; past it
+// the one that expires first is dropped.
+const MaxRememberedPerSession = 64
 
 // Sessions holds session state, bounded in number (the longest idle are
 // evicted first) and in idle time.
@@ -52,43 +68,112 @@ func (s *Sessions) Collectors() []prometheus.Collector {
 
 // Pin returns the agent definition the session started with, pinning
 // current when the session has none yet. An empty session id has no state.
-func (s *Sessions) Pin(agentID, sessionID string, current *Agent, now time.Time) *Agent {
+func (s *Sessions) Pin(workspace, agentID, sessionID string, current *Agent, now time.Time) *Agent {
 	if sessionID == "" {
 		return current
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := s.touch(sessionKey{agentID, sessionID}, now)
+	ss := s.touch(sessionKey{workspace, agentID, sessionID}, now)
 	if ss.agent == nil {
 		ss.agent = current
 	}
 	return ss.agent
 }
 
-// Record counts one decision of the session and reports whether it is at
-// its denial cap: a deny adds one, an allow resets, an ask changes nothing.
-func (s *Sessions) Record(agentID, sessionID string, effect string, max int, now time.Time) (halt bool) {
+// Record counts one decision of the session (by Decide or a person's
+// answer) and reports whether it is at its consecutive cap: a deny adds
+// one; an allow resets the count of a session that has never reported a
+// result (clients that do not report keep working); an ask changes nothing.
+func (s *Sessions) Record(workspace, agentID, sessionID string, effect string, max int, now time.Time) (halt bool) {
 	if sessionID == "" {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := s.touch(sessionKey{agentID, sessionID}, now)
+	ss := s.touch(sessionKey{workspace, agentID, sessionID}, now)
 	switch effect {
 	case "deny":
 		ss.denials++
 		return ss.denials >= max
 	case "allow":
-		ss.denials = 0
+		if !ss.reported {
+			ss.denials = 0
+		}
 	}
 	return false
 }
 
-// End releases a session. It reports whether there was one.
-func (s *Sessions) End(agentID, sessionID string) bool {
+// Report counts a reported result (seed 000: denials share the
+// consecutive-error cap with errors): an error adds one, a success resets.
+// It reports whether the session is at its cap.
+func (s *Sessions) Report(workspace, agentID, sessionID string, isError bool, max int, now time.Time) (halt bool) {
+	if sessionID == "" {
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss, ok := s.byKey[sessionKey{agentID, sessionID}]
+	ss := s.touch(sessionKey{workspace, agentID, sessionID}, now)
+	ss.reported = true
+	if !isError {
+		ss.denials = 0
+		return false
+	}
+	ss.denials++
+	return ss.denials >= max
+}
+
+// Remember records a person's approval of exactly the call key, made under
+// the snapshot of generation, until expires.
+func (s *Sessions) Remember(workspace, agentID, sessionID string, key rememberKey, generation uint64, expires, now time.Time) {
+	if sessionID == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.touch(sessionKey{workspace, agentID, sessionID}, now)
+	if ss.remembered == nil {
+		ss.remembered = map[rememberKey]remembered{}
+	}
+	for k, r := range ss.remembered { // expired or of an older policy: gone
+		if r.generation != generation || !now.Before(r.expires) {
+			delete(ss.remembered, k)
+		}
+	}
+	if _, ok := ss.remembered[key]; !ok && len(ss.remembered) >= MaxRememberedPerSession {
+		var first rememberKey
+		var at time.Time
+		for k, r := range ss.remembered {
+			if at.IsZero() || r.expires.Before(at) {
+				first, at = k, r.expires
+			}
+		}
+		delete(ss.remembered, first)
+	}
+	ss.remembered[key] = remembered{generation: generation, expires: expires}
+}
+
+// Remembered reports whether a person approved exactly the call key in this
+// session, under the snapshot of generation, and the approval holds now.
+func (s *Sessions) Remembered(workspace, agentID, sessionID string, key rememberKey, generation uint64, now time.Time) bool {
+	if sessionID == "" {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, ok := s.byKey[sessionKey{workspace, agentID, sessionID}]
+	if !ok || now.Sub(ss.lastUsed) > s.idle {
+		return false
+	}
+	r, ok := ss.remembered[key]
+	return ok && r.generation == generation && now.Before(r.expires)
+}
+
+// End releases a session. It reports whether there was one.
+func (s *Sessions) End(workspace, agentID, sessionID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, ok := s.byKey[sessionKey{workspace, agentID, sessionID}]
 	if ok {
 		s.remove(ss)
 	}

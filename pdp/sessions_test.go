@@ -156,8 +156,11 @@ func TestConfirm(t *testing.T) {
 	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "allow"}); c != codes.OK {
 		t.Fatalf("a good confirm: %s", c)
 	}
-	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "allow"}); c != codes.NotFound {
-		t.Fatalf("a second confirm of the same ask: %s", c)
+	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "allow"}); c != codes.FailedPrecondition {
+		t.Fatalf("a second confirm of the same ask: %s, want FAILED_PRECONDITION (answered before)", c)
+	}
+	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "deny"}); c != codes.FailedPrecondition {
+		t.Fatalf("a contrary second confirm of the same ask: %s, want FAILED_PRECONDITION (answered before)", c)
 	}
 	// Confirmed denials count toward the cap of 3, with decisions' denials.
 	ts.decide(t, &pb.DecideRequest{AgentId: "a", SessionId: "cap", ToolName: "rm"})
@@ -203,5 +206,53 @@ func TestGuardrailsReachPinnedSessions(t *testing.T) {
 	ls := &pb.DecideRequest{AgentId: "b", SessionId: "pinned", ToolName: "Bash", Args: mustStruct(t, map[string]any{"command": "ls"})}
 	if d := ts.decide(t, ls).Decision; d != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("the pinned definition changed: %s", d)
+	}
+}
+
+// An agent removed from the newest bundle is revoked: every call of its
+// running sessions is denied (custom tools included), new sessions meet an
+// unknown agent; defined again, running sessions go on under their pins.
+func TestRemovedAgentIsRevoked(t *testing.T) {
+	coder := `"coder": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}, {"type": "custom", "name": "lookup"}], "guardrails": {"deny_commands": ["curl"]}}`
+	other := `"other": {"tools": [{"type": "agent_toolset"}]}`
+	dir := writeBundle(t, map[string]string{".manifest": manifest("v1"), "agents/data.json": "{" + coder + "," + other + "}"})
+	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	bash := func(cmd string) *pb.DecideRequest {
+		return &pb.DecideRequest{AgentId: "coder", SessionId: "s", ToolName: "Bash", Args: mustStruct(t, map[string]any{"command": cmd})}
+	}
+	if r := ts.decide(t, bash("curl x")); r.Decision != pb.Decision_DECISION_DENY {
+		t.Fatalf("curl before the reload: %s", r.Decision)
+	}
+	reload := func(agents, rev string) {
+		t.Helper()
+		writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(agents))
+		writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(manifest(rev)))
+		if err := ts.loader.Reload(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload("{"+other+"}", "v2")
+	for _, req := range []*pb.DecideRequest{bash("ls"), bash("rm -rf /"), {AgentId: "coder", SessionId: "s", ToolName: "Read"}, {AgentId: "coder", SessionId: "s", ToolName: "lookup"}} {
+		r := ts.decide(t, req)
+		if r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "agent_removed" || !strings.Contains(r.Message, "removed") {
+			t.Fatalf("%s in a running session of a removed agent: %s %v", req.ToolName, r.Decision, r.Reasons)
+		}
+	}
+	if r := ts.decide(t, &pb.DecideRequest{AgentId: "coder", SessionId: "new", ToolName: "Read"}); r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "unknown_agent" {
+		t.Fatalf("a new session of a removed agent: %s %v", r.Decision, r.Reasons)
+	}
+	// Defined again, looser: the running session keeps its pin and the
+	// guardrails it was pinned with; a new session gets the new definition.
+	reload(`{"coder": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`, "v3")
+	if r := ts.decide(t, bash("ls")); r.Decision != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("ls in the running session, defined again: %s %s", r.Decision, r.Message)
+	}
+	if r := ts.decide(t, bash("curl x")); r.Decision != pb.Decision_DECISION_DENY {
+		t.Fatalf("curl in the running session after a reload that dropped the rule: %s, want its pinned guardrail's deny", r.Decision)
+	}
+	fresh := bash("curl x")
+	fresh.SessionId = "fresh"
+	if r := ts.decide(t, fresh); r.Decision != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("curl in a new session of the new definition: %s %s", r.Decision, r.Message)
 	}
 }

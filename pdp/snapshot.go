@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -31,6 +32,8 @@ type Snapshot struct {
 	Bundles  []BundleInfo
 	Loaded   time.Time
 	Warnings []string
+
+	generation uint64 // set by Engine.Swap: one per activation
 
 	query    rego.PreparedEvalQuery
 	compiler *ast.Compiler
@@ -70,6 +73,19 @@ type Agent struct {
 	Policy     *ExecutionPolicy // nil: no execution policy
 	MaxDenials int
 	Workspace  string // "" when the definition names none
+
+	// ownGuardrails is data.toolpdp.index.own_guardrails[ID]: the
+	// definition's own guardrails key. A session pinned to this definition
+	// keeps it beside the newest bundle's guardrails; merged caches that
+	// union for the newest snapshot.
+	ownGuardrails ast.Value
+	merged        atomic.Pointer[mergedGuardrails]
+}
+
+type mergedGuardrails struct {
+	snap     *Snapshot
+	value    ast.Value
+	commands *commandRules
 }
 
 // ExecutionPolicy is seed 000's environment axis (SPEC §4). A nil pointer
@@ -97,9 +113,12 @@ type tables struct {
 	shell      *envguard.Tables
 }
 
+// fileTool is an entry of the library's file_tools table: the access its
+// paths need, its path arguments, and its search-glob arguments.
 type fileTool struct {
 	Access string   `json:"access"`
 	Args   []string `json:"args"`
+	Globs  []string `json:"globs"`
 }
 
 // sandbox is the set of builtins a bundle may call: no network, no
@@ -190,6 +209,7 @@ func (s *Snapshot) index(ctx context.Context, b *bundle.Bundle) error {
 	var idx struct {
 		Agents           map[string]any `json:"agents"`
 		Guardrails       map[string]any `json:"guardrails"`
+		OwnGuardrails    map[string]any `json:"own_guardrails"`
 		GlobalGuardrails any            `json:"global_guardrails"`
 	}
 	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
@@ -228,6 +248,9 @@ func (s *Snapshot) index(ctx context.Context, b *bundle.Bundle) error {
 			return fmt.Errorf("agent '%s': %w", id, err)
 		}
 		a := &Agent{ID: id, Index: val, MaxDenials: 5}
+		if a.ownGuardrails, err = ast.InterfaceToValue(idx.OwnGuardrails[id]); err != nil {
+			return fmt.Errorf("agent '%s': own guardrails: %w", id, err)
+		}
 		def, _ := defs[id].(map[string]any)
 		a.Workspace, _ = def["workspace"].(string)
 		if n, ok := toFloat(def["max_consecutive_denials"]); ok {
@@ -295,12 +318,67 @@ func (s *Snapshot) hasGuardrailPackages() bool {
 	return false
 }
 
-// guardrailsFor is an agent's guardrails in this snapshot.
-func (s *Snapshot) guardrailsFor(agentID string) ast.Value {
-	if g, ok := s.guardrails[agentID]; ok {
-		return g
+// guardrailsFor is an agent's guardrails in this snapshot, as Rego sees
+// them and as command rules for the shell analysis. For a session pinned to
+// a definition of an older snapshot (pinned), the pinned definition's own
+// guardrails apply beside the newest: a reload never loosens a running
+// session.
+func (s *Snapshot) guardrailsFor(agentID string, pinned *Agent) (ast.Value, *commandRules) {
+	g, ok := s.guardrails[agentID]
+	if !ok {
+		g = s.globalGuardrails
 	}
-	return s.globalGuardrails
+	if pinned == nil || pinned == s.agents[agentID] || pinned.ownGuardrails == nil {
+		return g, s.commandsFor(agentID)
+	}
+	if m := pinned.merged.Load(); m != nil && m.snap == s {
+		return m.value, m.commands
+	}
+	v := mergeGuardrails(g, pinned.ownGuardrails)
+	m := &mergedGuardrails{snap: s, value: v, commands: s.commandsFor(agentID)}
+	if raw, err := ast.JSON(v); err == nil {
+		if c, err := s.compileCommands(raw, s.commandsFor(agentID).guarded); err == nil {
+			m.commands = c
+		}
+	}
+	pinned.merged.Store(m)
+	return m.value, m.commands
+}
+
+// mergeGuardrails is the union of two guardrails entries: objects merged
+// key by key, lists concatenated, and any other value taken from newest.
+func mergeGuardrails(newest, own ast.Value) ast.Value {
+	switch n := newest.(type) {
+	case ast.Object:
+		o, ok := own.(ast.Object)
+		if !ok {
+			return newest
+		}
+		out := ast.NewObject()
+		n.Foreach(func(k, v *ast.Term) {
+			if ov := o.Get(k); ov != nil {
+				out.Insert(k, ast.NewTerm(mergeGuardrails(v.Value, ov.Value)))
+			} else {
+				out.Insert(k, v)
+			}
+		})
+		o.Foreach(func(k, v *ast.Term) {
+			if n.Get(k) == nil {
+				out.Insert(k, v)
+			}
+		})
+		return out
+	case *ast.Array:
+		o, ok := own.(*ast.Array)
+		if !ok {
+			return newest
+		}
+		terms := make([]*ast.Term, 0, n.Len()+o.Len())
+		n.Foreach(func(t *ast.Term) { terms = append(terms, t) })
+		o.Foreach(func(t *ast.Term) { terms = append(terms, t) })
+		return ast.NewArray(terms...)
+	}
+	return newest
 }
 
 func decodePolicy(v any) (*ExecutionPolicy, error) {

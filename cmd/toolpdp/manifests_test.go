@@ -128,6 +128,12 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Fatal("toolpdp must be the native sidecar (an init container with restartPolicy Always)")
 	}
 	sidecar, agent := pod.InitContainers[0], pod.Containers[0]
+	var approver container
+	for _, c := range pod.Containers {
+		if c.Name == "approver" {
+			approver = c
+		}
+	}
 
 	// The sidecar's args are valid flags of this very binary.
 	cfg, parseArgs := serveFlags(io.Discard)
@@ -158,6 +164,27 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	if cfg.socketMode != "0660" || pod.SecurityContext.FSGroup == 0 {
 		t.Fatalf("socket mode %s with fsGroup %d: the agent reaches a 0660 socket through the pod's group", cfg.socketMode, pod.SecurityContext.FSGroup)
+	}
+
+	// The approver's socket (--confirm-listen) lies in a volume mounted into
+	// the sidecar and the approver, and into no container that runs tools.
+	if len(cfg.confirmListens) != 1 || !strings.HasPrefix(cfg.confirmListens[0], "unix://") {
+		t.Fatalf("--confirm-listen %v: want one unix socket (loopback TCP is shared by every container of the pod)", cfg.confirmListens)
+	}
+	approverSock := strings.TrimPrefix(cfg.confirmListens[0], "unix://")
+	dir := filepath.Dir(approverSock)
+	if sidecar.mount("toolpdp-approver-socket") != dir || approver.mount("toolpdp-approver-socket") != dir {
+		t.Fatalf("approver socket %s: mounted at %q (sidecar) and %q (approver)", approverSock, sidecar.mount("toolpdp-approver-socket"), approver.mount("toolpdp-approver-socket"))
+	}
+	for _, c := range pod.Containers {
+		for _, m := range c.VolumeMounts {
+			if c.Name != "approver" && (m.Name == "toolpdp-approver-socket" || dir == m.MountPath || strings.HasPrefix(dir, m.MountPath+"/") || strings.HasPrefix(m.MountPath, dir+"/")) {
+				t.Errorf("container %s mounts %s at %s: only the approver may reach the approver's socket", c.Name, m.Name, m.MountPath)
+			}
+		}
+	}
+	if filepath.Dir(sock) == dir {
+		t.Fatal("the agent's and the approver's sockets share a directory")
 	}
 
 	// Probes: gRPC health on the --health-listen port, declared as a port.
@@ -203,7 +230,7 @@ func TestKubernetesManifests(t *testing.T) {
 	if !pod.SecurityContext.RunAsNonRoot || pod.SecurityContext.SeccompProfile["type"] != "RuntimeDefault" {
 		t.Error("pod: want runAsNonRoot and seccomp RuntimeDefault")
 	}
-	for _, c := range []container{sidecar, agent} {
+	for _, c := range []container{sidecar, agent, approver} {
 		sc := c.SecurityContext
 		if !sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
 			t.Errorf("%s: want a read-only root, no privilege escalation, all capabilities dropped", c.Name)

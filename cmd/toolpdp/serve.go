@@ -35,6 +35,7 @@ const DefaultListen = "127.0.0.1:8787"
 type serveConfig struct {
 	bundles          listFlag
 	listens          listFlag
+	confirmListens   listFlag
 	metricsListen    string
 	allowNonLoopback bool
 	socketMode       string
@@ -44,6 +45,7 @@ type serveConfig struct {
 	sessionIdle      time.Duration
 	maxPending       int
 	pendingTTL       time.Duration
+	rememberTTL      time.Duration
 	debounce         time.Duration
 	poll             time.Duration
 	waitForBundle    bool
@@ -70,6 +72,7 @@ func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
 	fs := newFlagSet("serve", stderr)
 	fs.Var(&c.bundles, "bundle", "bundle directory or `opa build` .tar.gz (repeatable); none: the embedded default agent")
 	fs.Var(&c.listens, "listen", "gRPC address, host:port or unix:///path (repeatable; default "+DefaultListen+")")
+	fs.Var(&c.confirmListens, "confirm-listen", "the approver's gRPC address, host:port or unix:///path (repeatable): Confirm and ListPending are served only there, and refused elsewhere with PERMISSION_DENIED; give it a socket the agent's tools cannot reach")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "127.0.0.1:8788", "HTTP address for /metrics; empty disables it")
 	fs.BoolVar(&c.allowNonLoopback, "allow-non-loopback", false, "allow a TCP --listen address that is not loopback")
 	fs.StringVar(&c.socketMode, "unix-socket-mode", "0660", "file mode of unix sockets: who may ask")
@@ -79,6 +82,7 @@ func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
 	fs.DurationVar(&c.sessionIdle, "session-idle-timeout", time.Hour, "a session unused this long is released")
 	fs.IntVar(&c.maxPending, "max-pending", 10000, "asks awaiting Confirm held at most")
 	fs.DurationVar(&c.pendingTTL, "pending-ttl", time.Hour, "an ask not confirmed within this is forgotten")
+	fs.DurationVar(&c.rememberTTL, "remember-ttl", pdp.DefaultRememberTTL, "a remembered approval (Confirm with remember) holds this long at most; it also ends with its session and with any reload")
 	fs.DurationVar(&c.debounce, "watch-debounce", 200*time.Millisecond, "file events closer than this give one reload")
 	fs.DurationVar(&c.poll, "poll-interval", 5*time.Second, "how often bundle content is re-hashed, for events a file system misses")
 	fs.BoolVar(&c.waitForBundle, "wait-for-bundle", false, "start even if a --bundle is missing or invalid; deny until it loads")
@@ -129,7 +133,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	sessions := pdp.NewSessions(c.maxSessions, c.sessionIdle)
 	reg.MustRegister(sessions.Collectors()...)
 	engine := pdp.NewEngine(pdp.EngineConfig{Logger: log, EvalTimeout: c.evalTimeout, Sessions: sessions,
-		Pending: pdp.NewPending(c.maxPending, c.pendingTTL), DecisionLog: dlog})
+		Pending: pdp.NewPending(c.maxPending, c.pendingTTL), DecisionLog: dlog, RememberTTL: c.rememberTTL})
 	vc, err := verification(c.verifyKey, c.verifyKeyID, c.verifyAlg)
 	if err != nil {
 		return err
@@ -152,15 +156,23 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 		return err
 	}
 	srv, s, err := pdp.NewServer(engine, loader, pdp.ServerConfig{MaxArgsBytes: c.maxArgsBytes, Logger: log, Registerer: reg,
-		Creds: creds, Workspaces: workspaces})
+		Creds: creds, Workspaces: workspaces, SeparateApprover: len(c.confirmListens) > 0})
 	if err != nil {
 		return err
 	}
 	grpcSrv = s
 
-	listeners, err := listenAll(c.listens, c.allowNonLoopback, os.FileMode(mode), log)
+	listeners, err := listenAll("--listen", c.listens, c.allowNonLoopback, os.FileMode(mode), log)
 	if err != nil {
 		return err
+	}
+	approvers, err := listenAll("--confirm-listen", c.confirmListens, c.allowNonLoopback, os.FileMode(mode), log)
+	if err != nil {
+		closeAll(listeners)
+		return err
+	}
+	for i, l := range approvers {
+		approvers[i] = pdp.ApproverListener(l)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -169,13 +181,13 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 		remote = remote || pdp.IsRemote(b)
 	}
 	if err := sources.StartRemote(ctx, c.poll, log, func() { _ = loader.Reload(ctx, false) }); err != nil {
-		closeAll(listeners)
+		closeAll(append(listeners, approvers...))
 		return err
 	}
 	// A bundle server is waited for (every decision denies until it answers);
 	// a missing or broken file at start is an error exit unless asked to wait.
 	if err := loader.Reload(ctx, true); err != nil && !c.waitForBundle && !remote {
-		closeAll(listeners)
+		closeAll(append(listeners, approvers...))
 		return err // logged by the loader
 	}
 
@@ -186,15 +198,19 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	if c.metricsListen != "" {
 		stopMetrics, err := serveMetrics(c.metricsListen, reg, log)
 		if err != nil {
-			closeAll(listeners)
+			closeAll(append(listeners, approvers...))
 			return err
 		}
 		defer stopMetrics()
 	}
 
-	errs := make(chan error, len(listeners)+1)
+	errs := make(chan error, len(listeners)+len(approvers)+1)
 	for _, l := range listeners {
 		log.Info("serving", "listen", l.Addr().String(), "network", l.Addr().Network())
+		go func(l net.Listener) { errs <- srv.Serve(l) }(l)
+	}
+	for _, l := range approvers {
+		log.Info("serving the approver (Confirm, ListPending)", "listen", l.Addr().String(), "network", l.Addr().Network())
 		go func(l net.Listener) { errs <- srv.Serve(l) }(l)
 	}
 	var probes *grpc.Server
@@ -356,13 +372,13 @@ func sweepSessions(ctx context.Context, s *pdp.Sessions, idle time.Duration) {
 // listenAll opens every --listen address: unix:///path (a stale socket file
 // is removed first; the socket gets mode), or host:port on loopback unless
 // allowed otherwise.
-func listenAll(addrs []string, allowNonLoopback bool, mode os.FileMode, log *slog.Logger) ([]net.Listener, error) {
+func listenAll(flag string, addrs []string, allowNonLoopback bool, mode os.FileMode, log *slog.Logger) ([]net.Listener, error) {
 	var out []net.Listener
 	for _, a := range addrs {
 		l, err := listen(a, allowNonLoopback, mode, log)
 		if err != nil {
 			closeAll(out)
-			return nil, fmt.Errorf("--listen %s: %w", a, err)
+			return nil, fmt.Errorf("%s %s: %w", flag, a, err)
 		}
 		out = append(out, l)
 	}

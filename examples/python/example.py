@@ -11,8 +11,16 @@ from toolpdp.v1 import toolpdp_pb2 as pb  # noqa: E402
 from toolpdp_gate import Decision, PolicyGate  # noqa: E402
 
 
+asked = []
+
+
 async def ask_user(ctx, message):
-    # A person in a real UI; here, a person who refuses shell access.
+    # A person in a real UI; here, a person who refuses shell access and
+    # approves a write once and for all ("don't ask me again for this").
+    asked.append(ctx.tool_name)
+    if ctx.tool_name == "Write":
+        print("  asked a person: %s -> yes, and don't ask again for this" % message)
+        return Decision.allow(remember=True)
     print("  asked a person: %s -> no" % message)
     return Decision.deny("user said no: use the Read tool instead")
 
@@ -28,7 +36,20 @@ async def main(target):
         ("Read runs", await callback(call("Read", {"file_path": "README.md"})), True),
         ("Bash asks a person, who says no", await callback(call("Bash", {"command": "rm -rf build"})), False),
         ("an undeclared MCP server is refused", await callback(call("create_issue", server="github")), False),
+        ("Write asks a person, who approves and says remember", await callback(call("Write", {"file_path": "notes.md", "content": "hi"})), True),
     ]
+    before = len(asked)
+    checks.append(("the same Write again runs without asking", await callback(call("Write", {"content": "hi", "file_path": "notes.md"})), True))
+    checks.append(("... and nobody was asked", Decision(len(asked) == before), True))
+    checks.append(("another Write asks again", await callback(call("Write", {"file_path": "notes.md", "content": "bye"})), True))
+    checks.append(("... and a person was asked", Decision(len(asked) == before + 1), True))
+    # Errors share the consecutive cap (5 on the default agent): the loop stops.
+    halts = []
+    for _ in range(5):
+        await callback(call("Read", {"file_path": "missing.txt"}))
+        halts.append(await gate.report_result(FileNotFoundError("missing.txt")))
+    print("  five failed Reads reported: halt %s" % halts)
+    checks.append(("the fifth reported error halts the loop", Decision(halts == [False, False, False, False, True]), True))
     await gate.close()
     down = PolicyGate("unix:///nonexistent/toolpdp.sock", timeout=0.5)
     checks.append(("an unreachable sidecar fails closed", await down.permission_callback(ask_user)(call("Read")), False))

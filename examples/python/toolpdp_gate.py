@@ -5,8 +5,14 @@
 
 The gate asks the sidecar before every tool call. ALLOW runs the tool, DENY
 returns the sidecar's message to the model, ASK hands the call to
-`ask_user` (your UI) and records the person's answer with Confirm. It fails
+`ask_user` (your UI) and records the person's answer with Confirm — with
+`remember` when the person said "don't ask me again for this": later calls
+of the session that are exactly this call are then allowed. It fails
 closed: an unreachable or failing sidecar is a deny, never an allow.
+
+After the tool ran, `report_result(error)` tells the sidecar how it ended:
+errors share the session's consecutive cap with denials (seed 000), and
+`halt` (from a decision or a report) means: stop the loop, ask the user.
 
 Stubs: generate them with Debian's protoc and grpc_python_plugin (see ./run).
 """
@@ -20,12 +26,13 @@ from toolpdp.v1 import toolpdp_pb2_grpc as pb_grpc
 class Decision:
     """What the permission callback answers: allow, or deny with a message."""
 
-    def __init__(self, allowed, message=""):
-        self.allowed, self.message = allowed, message
+    def __init__(self, allowed, message="", remember=False, halt=False):
+        self.allowed, self.message, self.remember, self.halt = allowed, message, remember, halt
 
     @classmethod
-    def allow(cls):
-        return cls(True)
+    def allow(cls, remember=False):
+        """remember: the person does not want to be asked again for exactly this call."""
+        return cls(True, remember=remember)
 
     @classmethod
     def deny(cls, message):
@@ -40,6 +47,7 @@ class PolicyGate:
         self._channel = grpc.aio.insecure_channel(target)
         self._stub = pb_grpc.DecisionServiceStub(self._channel)
         self.agent_id, self.session_id, self.timeout = agent_id, session_id, timeout
+        self.last_decision_id = ""  # the allowed call report_result reports on
 
     async def close(self):
         await self._channel.close()
@@ -67,17 +75,32 @@ class PolicyGate:
 
         async def callback(ctx):
             response = await self.decide(ctx.tool_name, ctx.args, ctx.server, ctx.category)
+            self.last_decision_id = response.decision_id
             if response.decision == pb.DECISION_ALLOW:
-                return Decision.allow()
+                return Decision(True, halt=response.halt)
             if response.decision == pb.DECISION_ASK:
                 answer = await ask_user(ctx, response.message)
                 try:
-                    await self._stub.Confirm(pb.ConfirmRequest(
+                    confirmed = await self._stub.Confirm(pb.ConfirmRequest(
                         decision_id=response.decision_id, result="allow" if answer.allowed else "deny",
-                        deny_message="" if answer.allowed else answer.message), timeout=self.timeout)
+                        deny_message="" if answer.allowed else answer.message,
+                        remember=answer.allowed and answer.remember), timeout=self.timeout)
+                    answer.halt = confirmed.halt
                 except grpc.aio.AioRpcError:
                     pass  # the answer stands; the audit record is best effort
                 return answer
-            return Decision.deny(response.message)
+            return Decision(False, response.message, halt=response.halt)
 
         return callback
+
+    async def report_result(self, error=None, decision_id=""):
+        """Report how the last allowed call (or decision_id) ended; returns halt.
+
+        A failure to report is not a reason to run more: it returns halt True."""
+        request = pb.ReportResultRequest(decision_id=decision_id or self.last_decision_id,
+                                         is_error=error is not None, error=str(error)[:4096] if error is not None else "")
+        try:
+            response = await self._stub.ReportResult(request, timeout=self.timeout)
+        except grpc.aio.AioRpcError:
+            return True
+        return response.halt

@@ -138,6 +138,7 @@ type DecideRequest struct {
 	Args            *structpb.Struct       `protobuf:"bytes,6,opt,name=args,proto3" json:"args,omitempty"`                                                                         // the tool's arguments, as the model produced them
 	Env             map[string]string      `protobuf:"bytes,7,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // environment the tool would get (Bash/Exec)
 	ExecutionPolicy *ExecutionPolicy       `protobuf:"bytes,8,opt,name=execution_policy,json=executionPolicy,proto3" json:"execution_policy,omitempty"`                            // call-site policy: replaces the agent's for this call
+	CallId          string                 `protobuf:"bytes,9,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`                                                       // the agent's own id for this call (e.g. a tool_use_id); optional
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -226,6 +227,13 @@ func (x *DecideRequest) GetExecutionPolicy() *ExecutionPolicy {
 		return x.ExecutionPolicy
 	}
 	return nil
+}
+
+func (x *DecideRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
 }
 
 type DecideResponse struct {
@@ -389,10 +397,12 @@ func (x *Reason) GetMessage() string {
 	return ""
 }
 
+// Execution is what a shell tool runs with under an execution policy.
 type Execution struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Env           map[string]string      `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Cwd           string                 `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	Env           map[string]string      `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the constructed environment
+	Cwd           string                 `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`                                                                           // the pinned working directory; "" when the policy sets none
+	EnvEnforced   bool                   `protobuf:"varint,3,opt,name=env_enforced,json=envEnforced,proto3" json:"env_enforced,omitempty"`                                       // the tool gets exactly env: an allowlist that kept nothing is {} and true
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -439,6 +449,13 @@ func (x *Execution) GetCwd() string {
 		return x.Cwd
 	}
 	return ""
+}
+
+func (x *Execution) GetEnvEnforced() bool {
+	if x != nil {
+		return x.EnvEnforced
+	}
+	return false
 }
 
 // ExecutionPolicy is seed 000's environment axis. Each part is enforced only
@@ -617,11 +634,17 @@ func (x *EnvSpec) GetIncludeSafeEnvVars() bool {
 	return false
 }
 
+// ConfirmRequest names the ask by decision_id, or by the call_id its Decide
+// carried together with that Decide's agent_id and session_id.
 type ConfirmRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DecisionId    string                 `protobuf:"bytes,1,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
 	Result        string                 `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`                              // "allow" | "deny"
 	DenyMessage   string                 `protobuf:"bytes,3,opt,name=deny_message,json=denyMessage,proto3" json:"deny_message,omitempty"` // only with result "deny": what the agent is told to do instead
+	Remember      bool                   `protobuf:"varint,4,opt,name=remember,proto3" json:"remember,omitempty"`                         // only with result "allow": later calls of this session that are exactly this call are allowed
+	CallId        string                 `protobuf:"bytes,5,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`                // instead of decision_id
+	AgentId       string                 `protobuf:"bytes,6,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`             // with call_id: the Decide's agent_id ("" means "default")
+	SessionId     string                 `protobuf:"bytes,7,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`       // with call_id: the Decide's session_id
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -677,10 +700,38 @@ func (x *ConfirmRequest) GetDenyMessage() string {
 	return ""
 }
 
+func (x *ConfirmRequest) GetRemember() bool {
+	if x != nil {
+		return x.Remember
+	}
+	return false
+}
+
+func (x *ConfirmRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ConfirmRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ConfirmRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
 type ConfirmResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Decision      Decision               `protobuf:"varint,1,opt,name=decision,proto3,enum=toolpdp.v1.Decision" json:"decision,omitempty"` // the recorded answer
-	Halt          bool                   `protobuf:"varint,2,opt,name=halt,proto3" json:"halt,omitempty"`                                  // a confirmed deny brought the session to its denial cap
+	Halt          bool                   `protobuf:"varint,2,opt,name=halt,proto3" json:"halt,omitempty"`                                  // a confirmed deny brought the session to its consecutive cap
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -729,6 +780,136 @@ func (x *ConfirmResponse) GetHalt() bool {
 	return false
 }
 
+// ReportResultRequest names an allowed call by decision_id, or by call_id
+// with that Decide's agent_id and session_id, and says how it ended.
+type ReportResultRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DecisionId    string                 `protobuf:"bytes,1,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	IsError       bool                   `protobuf:"varint,2,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`      // the tool failed
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`                          // what failed, for the decision log; only with is_error
+	CallId        string                 `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`          // instead of decision_id
+	AgentId       string                 `protobuf:"bytes,5,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`       // with call_id
+	SessionId     string                 `protobuf:"bytes,6,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"` // with call_id
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportResultRequest) Reset() {
+	*x = ReportResultRequest{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportResultRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportResultRequest) ProtoMessage() {}
+
+func (x *ReportResultRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportResultRequest.ProtoReflect.Descriptor instead.
+func (*ReportResultRequest) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ReportResultRequest) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
+}
+
+func (x *ReportResultRequest) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *ReportResultRequest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ReportResultRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ReportResultRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ReportResultRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type ReportResultResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Halt          bool                   `protobuf:"varint,1,opt,name=halt,proto3" json:"halt,omitempty"` // the session is at its consecutive cap: stop the loop
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportResultResponse) Reset() {
+	*x = ReportResultResponse{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportResultResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportResultResponse) ProtoMessage() {}
+
+func (x *ReportResultResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportResultResponse.ProtoReflect.Descriptor instead.
+func (*ReportResultResponse) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReportResultResponse) GetHalt() bool {
+	if x != nil {
+		return x.Halt
+	}
+	return false
+}
+
 type EndSessionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"` // "" means "default"
@@ -739,7 +920,7 @@ type EndSessionRequest struct {
 
 func (x *EndSessionRequest) Reset() {
 	*x = EndSessionRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +932,7 @@ func (x *EndSessionRequest) String() string {
 func (*EndSessionRequest) ProtoMessage() {}
 
 func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +945,7 @@ func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionRequest.ProtoReflect.Descriptor instead.
 func (*EndSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{9}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EndSessionRequest) GetAgentId() string {
@@ -790,7 +971,7 @@ type EndSessionResponse struct {
 
 func (x *EndSessionResponse) Reset() {
 	*x = EndSessionResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +983,7 @@ func (x *EndSessionResponse) String() string {
 func (*EndSessionResponse) ProtoMessage() {}
 
 func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +996,7 @@ func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionResponse.ProtoReflect.Descriptor instead.
 func (*EndSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{10}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EndSessionResponse) GetFound() bool {
@@ -833,7 +1014,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +1026,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1039,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{11}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{13}
 }
 
 type StatusResponse struct {
@@ -873,7 +1054,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1066,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1079,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{12}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StatusResponse) GetPolicyRevision() string {
@@ -939,7 +1120,7 @@ type BundleStatus struct {
 
 func (x *BundleStatus) Reset() {
 	*x = BundleStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1132,7 @@ func (x *BundleStatus) String() string {
 func (*BundleStatus) ProtoMessage() {}
 
 func (x *BundleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1145,7 @@ func (x *BundleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleStatus.ProtoReflect.Descriptor instead.
 func (*BundleStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{13}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BundleStatus) GetName() string {
@@ -990,7 +1171,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1183,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1196,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{14}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListPendingRequest) GetAgentId() string {
@@ -1034,7 +1215,7 @@ type ListPendingResponse struct {
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1227,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1240,7 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{15}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListPendingResponse) GetAsks() []*PendingAsk {
@@ -1078,13 +1259,14 @@ type PendingAsk struct {
 	ToolName         string                 `protobuf:"bytes,4,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
 	Message          string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	CreatedUnixNanos int64                  `protobuf:"varint,6,opt,name=created_unix_nanos,json=createdUnixNanos,proto3" json:"created_unix_nanos,omitempty"`
+	CallId           string                 `protobuf:"bytes,7,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"` // the agent's id for the call, when its Decide carried one
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PendingAsk) Reset() {
 	*x = PendingAsk{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1278,7 @@ func (x *PendingAsk) String() string {
 func (*PendingAsk) ProtoMessage() {}
 
 func (x *PendingAsk) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1291,7 @@ func (x *PendingAsk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingAsk.ProtoReflect.Descriptor instead.
 func (*PendingAsk) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PendingAsk) GetDecisionId() string {
@@ -1154,12 +1336,19 @@ func (x *PendingAsk) GetCreatedUnixNanos() int64 {
 	return 0
 }
 
+func (x *PendingAsk) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
 var File_toolpdp_v1_toolpdp_proto protoreflect.FileDescriptor
 
 const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\n" +
 	"\x18toolpdp/v1/toolpdp.proto\x12\n" +
-	"toolpdp.v1\x1a\x1cgoogle/protobuf/struct.proto\"\x93\x03\n" +
+	"toolpdp.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xac\x03\n" +
 	"\rDecideRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
@@ -1169,7 +1358,8 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\bcategory\x18\x05 \x01(\x0e2\x14.toolpdp.v1.CategoryR\bcategory\x12+\n" +
 	"\x04args\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x04args\x124\n" +
 	"\x03env\x18\a \x03(\v2\".toolpdp.v1.DecideRequest.EnvEntryR\x03env\x12F\n" +
-	"\x10execution_policy\x18\b \x01(\v2\x1b.toolpdp.v1.ExecutionPolicyR\x0fexecutionPolicy\x1a6\n" +
+	"\x10execution_policy\x18\b \x01(\v2\x1b.toolpdp.v1.ExecutionPolicyR\x0fexecutionPolicy\x12\x17\n" +
+	"\acall_id\x18\t \x01(\tR\x06callId\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x02\n" +
@@ -1186,10 +1376,11 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x04axis\x18\x01 \x01(\tR\x04axis\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12,\n" +
 	"\x06effect\x18\x03 \x01(\x0e2\x14.toolpdp.v1.DecisionR\x06effect\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\x87\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xaa\x01\n" +
 	"\tExecution\x120\n" +
 	"\x03env\x18\x01 \x03(\v2\x1e.toolpdp.v1.Execution.EnvEntryR\x03env\x12\x10\n" +
-	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x1a6\n" +
+	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12!\n" +
+	"\fenv_enforced\x18\x03 \x01(\bR\venvEnforced\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +
@@ -1205,15 +1396,31 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\aEnvSpec\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x121\n" +
-	"\x15include_safe_env_vars\x18\x03 \x01(\bR\x12includeSafeEnvVars\"l\n" +
+	"\x15include_safe_env_vars\x18\x03 \x01(\bR\x12includeSafeEnvVars\"\xdb\x01\n" +
 	"\x0eConfirmRequest\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12\x16\n" +
 	"\x06result\x18\x02 \x01(\tR\x06result\x12!\n" +
-	"\fdeny_message\x18\x03 \x01(\tR\vdenyMessage\"W\n" +
+	"\fdeny_message\x18\x03 \x01(\tR\vdenyMessage\x12\x1a\n" +
+	"\bremember\x18\x04 \x01(\bR\bremember\x12\x17\n" +
+	"\acall_id\x18\x05 \x01(\tR\x06callId\x12\x19\n" +
+	"\bagent_id\x18\x06 \x01(\tR\aagentId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\a \x01(\tR\tsessionId\"W\n" +
 	"\x0fConfirmResponse\x120\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x14.toolpdp.v1.DecisionR\bdecision\x12\x12\n" +
-	"\x04halt\x18\x02 \x01(\bR\x04halt\"M\n" +
+	"\x04halt\x18\x02 \x01(\bR\x04halt\"\xba\x01\n" +
+	"\x13ReportResultRequest\x12\x1f\n" +
+	"\vdecision_id\x18\x01 \x01(\tR\n" +
+	"decisionId\x12\x19\n" +
+	"\bis_error\x18\x02 \x01(\bR\aisError\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x17\n" +
+	"\acall_id\x18\x04 \x01(\tR\x06callId\x12\x19\n" +
+	"\bagent_id\x18\x05 \x01(\tR\aagentId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x06 \x01(\tR\tsessionId\"*\n" +
+	"\x14ReportResultResponse\x12\x12\n" +
+	"\x04halt\x18\x01 \x01(\bR\x04halt\"M\n" +
 	"\x11EndSessionRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
@@ -1233,7 +1440,7 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x12ListPendingRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\"A\n" +
 	"\x13ListPendingResponse\x12*\n" +
-	"\x04asks\x18\x01 \x03(\v2\x16.toolpdp.v1.PendingAskR\x04asks\"\xcc\x01\n" +
+	"\x04asks\x18\x01 \x03(\v2\x16.toolpdp.v1.PendingAskR\x04asks\"\xe5\x01\n" +
 	"\n" +
 	"PendingAsk\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
@@ -1243,7 +1450,8 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\ttool_name\x18\x04 \x01(\tR\btoolName\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12,\n" +
-	"\x12created_unix_nanos\x18\x06 \x01(\x03R\x10createdUnixNanos*I\n" +
+	"\x12created_unix_nanos\x18\x06 \x01(\x03R\x10createdUnixNanos\x12\x17\n" +
+	"\acall_id\x18\a \x01(\tR\x06callId*I\n" +
 	"\bCategory\x12\x18\n" +
 	"\x14CATEGORY_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rCATEGORY_SAFE\x10\x01\x12\x10\n" +
@@ -1252,10 +1460,11 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_ALLOW\x10\x01\x12\x11\n" +
 	"\rDECISION_DENY\x10\x02\x12\x10\n" +
-	"\fDECISION_ASK\x10\x032\xf4\x02\n" +
+	"\fDECISION_ASK\x10\x032\xc7\x03\n" +
 	"\x0fDecisionService\x12?\n" +
 	"\x06Decide\x12\x19.toolpdp.v1.DecideRequest\x1a\x1a.toolpdp.v1.DecideResponse\x12B\n" +
-	"\aConfirm\x12\x1a.toolpdp.v1.ConfirmRequest\x1a\x1b.toolpdp.v1.ConfirmResponse\x12K\n" +
+	"\aConfirm\x12\x1a.toolpdp.v1.ConfirmRequest\x1a\x1b.toolpdp.v1.ConfirmResponse\x12Q\n" +
+	"\fReportResult\x12\x1f.toolpdp.v1.ReportResultRequest\x1a .toolpdp.v1.ReportResultResponse\x12K\n" +
 	"\n" +
 	"EndSession\x12\x1d.toolpdp.v1.EndSessionRequest\x1a\x1e.toolpdp.v1.EndSessionResponse\x12?\n" +
 	"\x06Status\x12\x19.toolpdp.v1.StatusRequest\x1a\x1a.toolpdp.v1.StatusResponse\x12N\n" +
@@ -1274,59 +1483,63 @@ func file_toolpdp_v1_toolpdp_proto_rawDescGZIP() []byte {
 }
 
 var file_toolpdp_v1_toolpdp_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
-	(Category)(0),               // 0: toolpdp.v1.Category
-	(Decision)(0),               // 1: toolpdp.v1.Decision
-	(*DecideRequest)(nil),       // 2: toolpdp.v1.DecideRequest
-	(*DecideResponse)(nil),      // 3: toolpdp.v1.DecideResponse
-	(*Reason)(nil),              // 4: toolpdp.v1.Reason
-	(*Execution)(nil),           // 5: toolpdp.v1.Execution
-	(*ExecutionPolicy)(nil),     // 6: toolpdp.v1.ExecutionPolicy
-	(*PathList)(nil),            // 7: toolpdp.v1.PathList
-	(*EnvSpec)(nil),             // 8: toolpdp.v1.EnvSpec
-	(*ConfirmRequest)(nil),      // 9: toolpdp.v1.ConfirmRequest
-	(*ConfirmResponse)(nil),     // 10: toolpdp.v1.ConfirmResponse
-	(*EndSessionRequest)(nil),   // 11: toolpdp.v1.EndSessionRequest
-	(*EndSessionResponse)(nil),  // 12: toolpdp.v1.EndSessionResponse
-	(*StatusRequest)(nil),       // 13: toolpdp.v1.StatusRequest
-	(*StatusResponse)(nil),      // 14: toolpdp.v1.StatusResponse
-	(*BundleStatus)(nil),        // 15: toolpdp.v1.BundleStatus
-	(*ListPendingRequest)(nil),  // 16: toolpdp.v1.ListPendingRequest
-	(*ListPendingResponse)(nil), // 17: toolpdp.v1.ListPendingResponse
-	(*PendingAsk)(nil),          // 18: toolpdp.v1.PendingAsk
-	nil,                         // 19: toolpdp.v1.DecideRequest.EnvEntry
-	nil,                         // 20: toolpdp.v1.Execution.EnvEntry
-	(*structpb.Struct)(nil),     // 21: google.protobuf.Struct
+	(Category)(0),                // 0: toolpdp.v1.Category
+	(Decision)(0),                // 1: toolpdp.v1.Decision
+	(*DecideRequest)(nil),        // 2: toolpdp.v1.DecideRequest
+	(*DecideResponse)(nil),       // 3: toolpdp.v1.DecideResponse
+	(*Reason)(nil),               // 4: toolpdp.v1.Reason
+	(*Execution)(nil),            // 5: toolpdp.v1.Execution
+	(*ExecutionPolicy)(nil),      // 6: toolpdp.v1.ExecutionPolicy
+	(*PathList)(nil),             // 7: toolpdp.v1.PathList
+	(*EnvSpec)(nil),              // 8: toolpdp.v1.EnvSpec
+	(*ConfirmRequest)(nil),       // 9: toolpdp.v1.ConfirmRequest
+	(*ConfirmResponse)(nil),      // 10: toolpdp.v1.ConfirmResponse
+	(*ReportResultRequest)(nil),  // 11: toolpdp.v1.ReportResultRequest
+	(*ReportResultResponse)(nil), // 12: toolpdp.v1.ReportResultResponse
+	(*EndSessionRequest)(nil),    // 13: toolpdp.v1.EndSessionRequest
+	(*EndSessionResponse)(nil),   // 14: toolpdp.v1.EndSessionResponse
+	(*StatusRequest)(nil),        // 15: toolpdp.v1.StatusRequest
+	(*StatusResponse)(nil),       // 16: toolpdp.v1.StatusResponse
+	(*BundleStatus)(nil),         // 17: toolpdp.v1.BundleStatus
+	(*ListPendingRequest)(nil),   // 18: toolpdp.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),  // 19: toolpdp.v1.ListPendingResponse
+	(*PendingAsk)(nil),           // 20: toolpdp.v1.PendingAsk
+	nil,                          // 21: toolpdp.v1.DecideRequest.EnvEntry
+	nil,                          // 22: toolpdp.v1.Execution.EnvEntry
+	(*structpb.Struct)(nil),      // 23: google.protobuf.Struct
 }
 var file_toolpdp_v1_toolpdp_proto_depIdxs = []int32{
 	0,  // 0: toolpdp.v1.DecideRequest.category:type_name -> toolpdp.v1.Category
-	21, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
-	19, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
+	23, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
+	21, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
 	6,  // 3: toolpdp.v1.DecideRequest.execution_policy:type_name -> toolpdp.v1.ExecutionPolicy
 	1,  // 4: toolpdp.v1.DecideResponse.decision:type_name -> toolpdp.v1.Decision
 	4,  // 5: toolpdp.v1.DecideResponse.reasons:type_name -> toolpdp.v1.Reason
 	5,  // 6: toolpdp.v1.DecideResponse.execution:type_name -> toolpdp.v1.Execution
 	1,  // 7: toolpdp.v1.Reason.effect:type_name -> toolpdp.v1.Decision
-	20, // 8: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
+	22, // 8: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
 	8,  // 9: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
 	7,  // 10: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
 	7,  // 11: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
 	1,  // 12: toolpdp.v1.ConfirmResponse.decision:type_name -> toolpdp.v1.Decision
-	15, // 13: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
-	18, // 14: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
+	17, // 13: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
+	20, // 14: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
 	2,  // 15: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
 	9,  // 16: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
-	11, // 17: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
-	13, // 18: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
-	16, // 19: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
-	3,  // 20: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
-	10, // 21: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
-	12, // 22: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
-	14, // 23: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
-	17, // 24: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
+	11, // 17: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
+	13, // 18: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
+	15, // 19: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
+	18, // 20: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
+	3,  // 21: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
+	10, // 22: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
+	12, // 23: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
+	14, // 24: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
+	16, // 25: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
+	19, // 26: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
+	21, // [21:27] is the sub-list for method output_type
+	15, // [15:21] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
@@ -1343,7 +1556,7 @@ func file_toolpdp_v1_toolpdp_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolpdp_v1_toolpdp_proto_rawDesc), len(file_toolpdp_v1_toolpdp_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,11 +23,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	DecisionService_Decide_FullMethodName      = "/toolpdp.v1.DecisionService/Decide"
-	DecisionService_Confirm_FullMethodName     = "/toolpdp.v1.DecisionService/Confirm"
-	DecisionService_EndSession_FullMethodName  = "/toolpdp.v1.DecisionService/EndSession"
-	DecisionService_Status_FullMethodName      = "/toolpdp.v1.DecisionService/Status"
-	DecisionService_ListPending_FullMethodName = "/toolpdp.v1.DecisionService/ListPending"
+	DecisionService_Decide_FullMethodName       = "/toolpdp.v1.DecisionService/Decide"
+	DecisionService_Confirm_FullMethodName      = "/toolpdp.v1.DecisionService/Confirm"
+	DecisionService_ReportResult_FullMethodName = "/toolpdp.v1.DecisionService/ReportResult"
+	DecisionService_EndSession_FullMethodName   = "/toolpdp.v1.DecisionService/EndSession"
+	DecisionService_Status_FullMethodName       = "/toolpdp.v1.DecisionService/Status"
+	DecisionService_ListPending_FullMethodName  = "/toolpdp.v1.DecisionService/ListPending"
 )
 
 // DecisionServiceClient is the client API for DecisionService service.
@@ -41,6 +42,9 @@ type DecisionServiceClient interface {
 	Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error)
 	// Confirm records a person's answer to an earlier DECISION_ASK.
 	Confirm(ctx context.Context, in *ConfirmRequest, opts ...grpc.CallOption) (*ConfirmResponse, error)
+	// ReportResult reports how an allowed call ended: an error counts toward
+	// the session's consecutive cap like a denial, a success resets it.
+	ReportResult(ctx context.Context, in *ReportResultRequest, opts ...grpc.CallOption) (*ReportResultResponse, error)
 	// EndSession releases a session's pinned agent definition and counters.
 	EndSession(ctx context.Context, in *EndSessionRequest, opts ...grpc.CallOption) (*EndSessionResponse, error)
 	// Status reports the active policy revision and the last reload error.
@@ -71,6 +75,16 @@ func (c *decisionServiceClient) Confirm(ctx context.Context, in *ConfirmRequest,
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ConfirmResponse)
 	err := c.cc.Invoke(ctx, DecisionService_Confirm_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *decisionServiceClient) ReportResult(ctx context.Context, in *ReportResultRequest, opts ...grpc.CallOption) (*ReportResultResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportResultResponse)
+	err := c.cc.Invoke(ctx, DecisionService_ReportResult_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -118,6 +132,9 @@ type DecisionServiceServer interface {
 	Decide(context.Context, *DecideRequest) (*DecideResponse, error)
 	// Confirm records a person's answer to an earlier DECISION_ASK.
 	Confirm(context.Context, *ConfirmRequest) (*ConfirmResponse, error)
+	// ReportResult reports how an allowed call ended: an error counts toward
+	// the session's consecutive cap like a denial, a success resets it.
+	ReportResult(context.Context, *ReportResultRequest) (*ReportResultResponse, error)
 	// EndSession releases a session's pinned agent definition and counters.
 	EndSession(context.Context, *EndSessionRequest) (*EndSessionResponse, error)
 	// Status reports the active policy revision and the last reload error.
@@ -139,6 +156,9 @@ func (UnimplementedDecisionServiceServer) Decide(context.Context, *DecideRequest
 }
 func (UnimplementedDecisionServiceServer) Confirm(context.Context, *ConfirmRequest) (*ConfirmResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Confirm not implemented")
+}
+func (UnimplementedDecisionServiceServer) ReportResult(context.Context, *ReportResultRequest) (*ReportResultResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportResult not implemented")
 }
 func (UnimplementedDecisionServiceServer) EndSession(context.Context, *EndSessionRequest) (*EndSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method EndSession not implemented")
@@ -202,6 +222,24 @@ func _DecisionService_Confirm_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(DecisionServiceServer).Confirm(ctx, req.(*ConfirmRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DecisionService_ReportResult_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportResultRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DecisionServiceServer).ReportResult(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DecisionService_ReportResult_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DecisionServiceServer).ReportResult(ctx, req.(*ReportResultRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -274,6 +312,10 @@ var DecisionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Confirm",
 			Handler:    _DecisionService_Confirm_Handler,
+		},
+		{
+			MethodName: "ReportResult",
+			Handler:    _DecisionService_ReportResult_Handler,
 		},
 		{
 			MethodName: "EndSession",

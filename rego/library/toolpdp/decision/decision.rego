@@ -35,9 +35,9 @@ stops(r) if r.effect == "deny"
 stops(r) if startswith(r.rule, "custom[")
 
 # quiet holds when no scope or guardrail rule can apply: no command, no
-# write, no path a scope binds or that is invalid, and no guardrail package
-# of the bundle's own (input.guardrails.packages, set by toolpdp from the
-# compiled modules). Most calls are quiet; they skip those rules.
+# write, no path a scope or a protected name binds or that is invalid, and
+# no guardrail package of the bundle's own (input.guardrails.packages, set
+# by toolpdp from the compiled modules). Most calls are quiet; they skip those rules.
 quiet if {
 	not input.command
 	input.guardrails.packages == false
@@ -57,6 +57,12 @@ checked_path if {
 checked_path if {
 	some p in input.paths
 	input.scope[p.access]
+}
+
+# protected_paths entries bind reads: every path and search glob is checked.
+checked_path if {
+	count(object.get(input.guardrails, "protected_reads", [])) > 0
+	count(input.paths) + count(object.get(input, "globs", [])) > 0
 }
 
 most_restrictive(rs) := "deny" if {

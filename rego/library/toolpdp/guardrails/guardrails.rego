@@ -60,7 +60,11 @@ reasons contains reason("unseen_execution", "ask", sprintf("%s was called with n
 }
 
 # Protected paths: a write into version-control metadata or agent
-# configuration is denied even inside write_paths.
+# configuration (a .git directory or a worktree's .git file, .claude, ...) is
+# denied even inside write_paths; the names listed in protected_paths (in
+# data.guardrails or the agent's guardrails) bind reads as well (.env holds
+# secrets). Names compare without regard to case: case-insensitive file
+# systems exist, where .GIT/config is .git/config.
 reasons contains reason("protected_paths", "deny", sprintf("writing %q is denied: %q is a protected path (version control or agent configuration)", [p.raw, name])) if {
 	some p in input.paths
 	p.access == "write"
@@ -70,16 +74,38 @@ reasons contains reason("protected_paths", "deny", sprintf("writing %q is denied
 	protected(candidate, name)
 }
 
+reasons contains reason("protected_paths", "deny", sprintf("reading %q is denied: %q is a protected path", [p.raw, name])) if {
+	some p in input.paths
+	p.access == "read"
+	some name in object.get(input.guardrails, "protected_reads", [])
+	some candidate in [p.raw, p.resolved]
+	candidate != ""
+	protected(candidate, name)
+}
+
+# A search glob that scope does not check (relative, no ..) still may not
+# name a protected file: a segment with a literal character that could match
+# the name's last segment (".env", "*.env", ".e[n]v"; not "*" or "**").
+reasons contains reason("protected_paths", "deny", sprintf("searching %q is denied: it can match %q, a protected path", [g.raw, name])) if {
+	some g in object.get(input, "globs", [])
+	some name in object.get(input.guardrails, "protected_reads", [])
+	last := lower(regex.replace(trim_suffix(name, "/"), `^.*/`, ""))
+	some seg in split(lower(g.raw), "/")
+	trim(seg, "*") != ""
+	glob.match(seg, ["/"], last)
+}
+
 # protected matches a name as whole path segments anywhere in the path
-# (".git", "config/secrets"), or an absolute name as a directory prefix.
+# (".git", "config/secrets"), or an absolute name as a directory prefix,
+# both without regard to case.
 protected(path, name) if {
 	not startswith(name, "/")
-	contains(concat("", ["/", trim(path, "/"), "/"]), concat("", ["/", trim(name, "/"), "/"]))
+	contains(lower(concat("", ["/", trim(path, "/"), "/"])), lower(concat("", ["/", trim(name, "/"), "/"])))
 }
 
 protected(path, name) if {
 	startswith(name, "/")
-	startswith(concat("", [path, "/"]), concat("", [trim_suffix(name, "/"), "/"]))
+	startswith(lower(concat("", [path, "/"])), lower(concat("", [trim_suffix(name, "/"), "/"])))
 }
 
 # Security teams' own guardrail packages: data.guardrails.<name>.deny / .ask.

@@ -77,6 +77,7 @@ test_protected_paths_at_any_depth if {
 	count(reasons({"tool_name": "Write", "paths": [write("a", "/p/my.git/x")]})) == 0
 }
 
+# The library's names bind writes only; protected_paths entries bind reads.
 test_protected_paths_only_bind_writes if {
 	p := object.union(write("a", "/p/.git/config"), {"access": "read"})
 	count(reasons({"tool_name": "Read", "paths": [p]})) == 0
@@ -94,4 +95,41 @@ test_absolute_protected_path if {
 	g := index.merged_guardrails({}) with data.guardrails as {"protected_paths": ["/etc"]}
 	rs := guardrails.reasons with input as {"agent_id": "a", "tool_name": "Write", "guardrails": g, "paths": [write("/etc/x", "/etc/x")]}
 	count(rs) == 1
+}
+
+test_protected_names_compare_without_case if {
+	count(reasons({"tool_name": "Write", "paths": [write("x", "/p/.GIT/config")]})) == 1
+	count(reasons({"tool_name": "Write", "paths": [write("x", "/p/src/.Git/hooks/pre-commit")]})) == 1
+	count(reasons({"tool_name": "Write", "paths": [write(".MCP.json", "")]})) == 1
+	count(reasons({"tool_name": "Write", "paths": [write("x", "/p/.Claude/settings.json")]})) == 1
+}
+
+# A worktree's .git is a file: writing it is writing version-control metadata.
+test_git_file_is_protected if {
+	count(reasons({"tool_name": "Write", "paths": [write("/w/.git", "/w/.git")]})) == 1
+}
+
+listed := index.merged_guardrails({"protected_paths": [".env", "/etc/secrets/"]})
+
+read(raw, resolved) := object.union(write(raw, resolved), {"access": "read"})
+
+test_listed_protected_paths_bind_reads if {
+	rs := reasons({"tool_name": "Read", "guardrails": listed, "paths": [read("/p/.env", "/p/.env")]})
+	some r in rs
+	r.rule == "protected_paths"
+	startswith(r.message, "reading")
+	count(reasons({"tool_name": "Read", "guardrails": listed, "paths": [read("x", "/p/.ENV")]})) == 1
+	count(reasons({"tool_name": "Read", "guardrails": listed, "paths": [read("x", "/etc/secrets/db")]})) == 1
+	count(reasons({"tool_name": "Read", "guardrails": listed, "paths": [read("x", "/p/.envrc")]})) == 0
+}
+
+glob_reasons(g) := reasons({"tool_name": "Grep", "guardrails": listed, "paths": [], "globs": [{"arg": "glob", "raw": g}]})
+
+test_search_globs_may_not_match_listed_names if {
+	count(glob_reasons(".env")) == 1
+	count(glob_reasons("**/.env*")) == 1
+	count(glob_reasons("sub/*.env")) == 1
+	count(glob_reasons(".e[n]v")) == 1
+	count(glob_reasons("*")) == 0
+	count(glob_reasons("**/*.go")) == 0
 }

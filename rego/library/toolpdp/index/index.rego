@@ -18,6 +18,14 @@ agents[id] := object.union(entry, {"decided": decided(id, entry, def)}) if {
 
 guardrails[id] := merged_guardrails(object.get(def, "guardrails", {})) if some id, def in data.agents
 
+# own_guardrails[id] is the agent's own guardrails key alone, in the same
+# form: a session pinned to this definition keeps these beside the newest
+# bundle's guardrails, so a reload never loosens a running session.
+own_guardrails[id] := g if {
+	some id, def in data.agents
+	g := merged_guardrails(object.get(def, "guardrails", {})) with data.guardrails as {}
+}
+
 # global_guardrails are the guardrails of a request naming no known agent.
 global_guardrails := merged_guardrails({})
 
@@ -180,11 +188,14 @@ deny(rule, msg) := {"axis": "permission", "rule": rule, "effect": "deny", "messa
 # merged_guardrails combines data.guardrails (every agent) with an agent's
 # own guardrails key: the command rules (toolpdp matches them against the
 # command's leaves in Go, where the shell analysis is) and the protected
-# names in force.
+# names in force: protected (writes) holds the library's version-control and
+# agent-configuration names and the listed ones, protected_reads only the
+# listed ones (protected_paths binds reads too).
 merged_guardrails(own) := {
 	"deny_commands": array.concat(object.get(global, "deny_commands", []), object.get(own, "deny_commands", [])),
 	"ask_commands": array.concat(object.get(global, "ask_commands", []), object.get(own, "ask_commands", [])),
 	"protected": protected_names(own),
+	"protected_reads": listed(own),
 }
 
 default global := {}

@@ -12,14 +12,18 @@ import rego.v1
 # The custom tools of seed 001 arrive as mcp__orca__<name> or server "orca".
 custom_server := "orca"
 
-# reason is the permission axis's one contributing rule.
-reason := deny("unknown_agent", concat("", ["unknown agent '", input.agent_id, "': no agent definition with that id is loaded"])) if {
+# reason is the permission axis's one contributing rule. The tool's name is
+# made canonical first (tool, below): a request that contradicts itself or
+# a malformed mcp__ name is refused before any step of the chain.
+reason := deny("tool_name_server_mismatch", concat("", ["tool name '", input.tool_name, "' names MCP server '", tool.named_server, "' but the request's server is '", input.server, "': the request contradicts itself, so it is refused"])) if {
+	tool.kind == "mismatch"
+} else := deny("tool_name", concat("", ["tool name '", input.tool_name, "' starts with mcp__ but is not of the form mcp__<server>__<tool>"])) if {
+	not tool
+} else := deny("unknown_agent", concat("", ["unknown agent '", input.agent_id, "': no agent definition with that id is loaded"])) if {
 	not input.agent
 } else := r if {
 	# Decided ahead, once per bundle, by this very chain (toolpdp.index).
-	r := input.agent.decided[input.category][input.server][input.tool_name]
-} else := deny("tool_name", concat("", ["tool name '", input.tool_name, "' starts with mcp__ but is not of the form mcp__<server>__<tool>"])) if {
-	not tool
+	r := input.agent.decided[input.category][tool.server][tool.name]
 } else := allow(concat("", ["custom[", tool.name, "]"]), concat("", [tool.name, " is a custom tool of agent '", input.agent_id, "': the application handles it"])) if {
 	# Step 1: a declared custom tool, bare or as mcp__orca__<name> / server orca.
 	input.agent.custom[tool.name]
@@ -41,26 +45,45 @@ reason := deny("unknown_agent", concat("", ["unknown agent '", input.agent_id, "
 	# Step 6: the toolset's default_config.
 	d := toolset.default
 	d != null
+} else := by_category(concat("", ["builtin_categories[", tool.name, "]"]), data.toolpdp.tables.builtin_categories[tool.name]) if {
+	# Step 7: a built-in tool of the library's table has the table's category;
+	# the caller cannot reclassify it (only safety_overrides can)...
+	tool.kind == "builtin"
 } else := by_category(concat("", ["category[", input.category, "]"]), input.category) if {
-	# Step 7: the request's category...
+	# ...any other tool the request's category.
 	input.category != ""
-} else := by_category(concat("", ["builtin_categories[", tool.full, "]"]), data.toolpdp.tables.builtin_categories[tool.full]) if {
-	# ...else the library's built-in table.
-	true
 } else := allow("agent_toolset.default", concat("", [tool.name, " runs: the built-in toolset allows by default"])) if {
 	# Step 8: the toolset defaults of seed 001; unfamiliar MCP tools ask.
 	tool.kind == "builtin"
 } else := ask(concat("", [toolset_name, ".default"]), concat("", [tool.full, " needs a person's confirmation: MCP toolsets ask by default"]))
 
-# tool classifies the call: kind "mcp" or "builtin", the bare name the server
-# reports, and the full name (mcp__<server>__<tool> for MCP tools).
-tool := {"kind": "mcp", "server": input.server, "name": input.tool_name, "full": concat("", ["mcp__", input.server, "__", input.tool_name])} if {
+# tool is the call's canonical name: kind "mcp" or "builtin", the server, the
+# bare name the server reports and the full name (mcp__<server>__<tool> for
+# MCP tools). mcp__S__X with server "" or "S" is tool X of server S; with any
+# other server the request contradicts itself (kind "mismatch"). Undefined
+# for a name that starts with mcp__ but does not split into a non-empty
+# server and tool.
+tool := mcp(input.server, input.tool_name) if {
 	input.server != ""
+	not startswith(input.tool_name, "mcp__")
+} else := mcp(input.server, rest) if {
+	# The full name of a server whose own name may hold "__".
+	input.server != ""
+	startswith(input.tool_name, server_prefix(input.server))
+	rest := substring(input.tool_name, count(server_prefix(input.server)), -1)
+	rest != ""
 } else := {"kind": "builtin", "server": "", "name": input.tool_name, "full": input.tool_name} if {
 	not startswith(input.tool_name, "mcp__")
-} else := {"kind": "mcp", "server": parts[0], "name": parts[1], "full": input.tool_name} if {
+} else := mcp(parts[0], parts[1]) if {
+	parts := split_mcp_name(input.tool_name)
+	input.server in {"", parts[0]}
+} else := {"kind": "mismatch", "named_server": parts[0]} if {
 	parts := split_mcp_name(input.tool_name)
 }
+
+mcp(server, name) := {"kind": "mcp", "server": server, "name": name, "full": concat("", [server_prefix(server), name])}
+
+server_prefix(server) := concat("", ["mcp__", server, "__"])
 
 # split_mcp_name splits mcp__<server>__<tool> at the first "__" after "mcp__":
 # mcp__a__b__c is tool "b__c" of server "a".

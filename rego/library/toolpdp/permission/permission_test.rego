@@ -143,10 +143,22 @@ test_mcp_default_config if {
 }
 
 # Step 7: the request's category, else the built-in table.
-test_request_category_wins_over_table if {
-	r := reason({}, {"tool_name": "Bash", "category": "SAFE"})
-	r.effect == "allow"
-	r.rule == "category[SAFE]"
+# A caller cannot reclassify a built-in of the table (seed 000: builtins are
+# shared and never mutated); it still classifies every other tool.
+test_request_category_cannot_reclassify_a_builtin if {
+	every name in ["Bash", "Write", "Edit", "MultiEdit", "NotebookEdit", "Exec", "bash", "shell", "local_shell"] {
+		r := reason({}, {"tool_name": name, "category": "SAFE"})
+		r.effect == "ask"
+		r.rule == concat("", ["builtin_categories[", name, "]"])
+	}
+	reason({}, {"tool_name": "Read", "category": "ASK"}).effect == "allow"
+	reason({}, {"tool_name": "lookup_weather", "category": "SAFE"}).rule == "category[SAFE]"
+	reason({}, {"tool_name": "lookup_weather", "category": "ASK"}).effect == "ask"
+}
+
+# safety_overrides, step 5, still reclassify a built-in.
+test_safety_override_reclassifies_a_builtin if {
+	reason({"safety_overrides": {"Bash": "SAFE"}}, {"tool_name": "Bash"}).effect == "allow"
 }
 
 test_builtin_table if {
@@ -156,9 +168,22 @@ test_builtin_table if {
 	reason({}, {"tool_name": "Exec"}).rule == "builtin_categories[Exec]"
 }
 
+test_builtin_table_is_complete if {
+	every name in ["Read", "LS", "Grep", "Glob", "NotebookRead", "TodoRead", "TodoWrite", "read", "ls", "grep", "glob"] {
+		reason({}, {"tool_name": name}).effect == "allow"
+	}
+	every name in [
+		"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash", "Exec", "WebFetch", "WebSearch",
+		"write", "edit", "bash", "exec", "web_fetch", "web_search",
+		"shell", "exec_command", "local_shell", "run_shell_command",
+	] {
+		reason({}, {"tool_name": name}).effect == "ask"
+	}
+}
+
 test_names_compare_exactly if {
-	# "read" is not "Read": no category, so the toolset default applies.
-	reason({}, {"tool_name": "read"}).rule == "agent_toolset.default"
+	# "READ" is not "Read": not in the table, so the toolset default applies.
+	reason({}, {"tool_name": "READ"}).rule == "agent_toolset.default"
 }
 
 test_category_applies_to_mcp_tools if {
@@ -169,8 +194,8 @@ test_category_applies_to_mcp_tools if {
 # Step 8: toolset defaults: agent_toolset allows, mcp_toolset asks.
 test_toolset_defaults if {
 	def := {"mcp_servers": [{"name": "gh"}]}
-	reason(def, {"tool_name": "glob"}).rule == "agent_toolset.default"
-	reason(def, {"tool_name": "glob"}).effect == "allow"
+	reason(def, {"tool_name": "lookup"}).rule == "agent_toolset.default"
+	reason(def, {"tool_name": "lookup"}).effect == "allow"
 	r := reason(def, {"tool_name": "create_issue", "server": "gh"})
 	r.rule == "mcp_toolset[gh].default"
 	r.effect == "ask"
@@ -210,4 +235,86 @@ test_malformed_mcp_name_is_denied if {
 	r := reason({}, {"tool_name": "mcp__oops"})
 	r.effect == "deny"
 	r.rule == "tool_name"
+}
+
+# Canonical names: mcp__S__X with server "" or "S" is tool X of server S, and
+# every step sees (server, bare name), whichever form the request used.
+canon := {
+	"tools": [
+		{"type": "agent_toolset"},
+		{
+			"type": "mcp_toolset", "mcp_server_name": "tickets",
+			"default_config": {"permission_policy": {"type": "always_allow"}},
+			"configs": [
+				{"name": "delete_ticket", "enabled": false},
+				{"name": "mcp__tickets__purge", "permission_policy": {"type": "always_ask"}},
+			],
+		},
+	],
+	"mcp_servers": [{"name": "tickets"}, {"name": "a__b"}],
+	"safety_overrides": {"mcp__tickets__close_ticket": "ASK"},
+}
+
+test_full_name_with_its_own_server_is_canonical if {
+	every req in [
+		{"tool_name": "mcp__tickets__delete_ticket", "server": "tickets"},
+		{"tool_name": "mcp__tickets__delete_ticket"},
+		{"tool_name": "delete_ticket", "server": "tickets"},
+	] {
+		r := reason(canon, req)
+		r.effect == "deny"
+		r.rule == "mcp_toolset[tickets].configs[delete_ticket]"
+	}
+	every req in [
+		{"tool_name": "mcp__tickets__close_ticket", "server": "tickets"},
+		{"tool_name": "close_ticket", "server": "tickets"},
+		{"tool_name": "mcp__tickets__purge", "server": "tickets"},
+		{"tool_name": "purge", "server": "tickets"},
+	] {
+		reason(canon, req).effect == "ask"
+	}
+}
+
+test_contradicting_server_is_denied_naming_both if {
+	r := reason(canon, {"tool_name": "mcp__evil__exfil", "server": "tickets"})
+	r.effect == "deny"
+	r.rule == "tool_name_server_mismatch"
+	contains(r.message, "'evil'")
+	contains(r.message, "'tickets'")
+
+	# Before any step: even for an unknown agent, and a custom tool's server.
+	reason(canon, {"tool_name": "mcp__orca__x", "server": "tickets"}).rule == "tool_name_server_mismatch"
+}
+
+test_malformed_mcp_names_are_denied if {
+	every name in ["mcp__x", "mcp____x", "mcp__s__", "mcp__", "mcp__tickets__"] {
+		r := reason(canon, {"tool_name": name})
+		r.effect == "deny"
+		r.rule == "tool_name"
+	}
+	reason(canon, {"tool_name": "mcp__tickets__", "server": "tickets"}).rule == "tool_name"
+}
+
+test_server_with_double_underscore_by_server_field if {
+	# a__b is declared but has no mcp_toolset: its toolset is off.
+	reason(canon, {"tool_name": "x", "server": "a__b"}).rule == "mcp_toolset[a__b]"
+	reason(canon, {"tool_name": "mcp__a__b__x", "server": "a__b"}).rule == "mcp_toolset[a__b]"
+
+	# Without the server field, mcp__a__b__x is tool b__x of server a.
+	reason(canon, {"tool_name": "mcp__a__b__x"}).rule == "mcp_servers"
+}
+
+# The embedded default agent: SAFE built-ins run, everything else asks
+# (unknown names and a caller's SAFE included), MCP is refused.
+test_default_agent_is_safe if {
+	def := data.agents["default"]
+	every name, c in data.toolpdp.tables.builtin_categories {
+		r := reason(def, {"tool_name": name})
+		r.effect == {"SAFE": "allow", "ASK": "ask"}[c]
+	}
+	reason(def, {"tool_name": "some_new_tool"}).effect == "ask"
+	reason(def, {"tool_name": "some_new_tool", "category": "SAFE"}).effect == "ask"
+	reason(def, {"tool_name": "Edit", "category": "SAFE"}).effect == "ask"
+	reason(def, {"tool_name": "mcp__github__create_issue"}).effect == "deny"
+	reason(def, {"tool_name": "x", "server": "github"}).effect == "deny"
 }

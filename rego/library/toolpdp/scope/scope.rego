@@ -56,26 +56,68 @@ inside(path, root) if path == root
 
 inside(path, root) if startswith(path, concat("", [trim_suffix(root, "/"), "/"]))
 
-# execution is what Bash and Exec run with: the constructed environment and
-# the pinned cwd. Empty when no execution policy applies.
-execution := {"env": env, "cwd": object.get(policy, "cwd", "")} if {
+# execution is what a shell tool (the library's shell_tools, built-in only)
+# runs with: the constructed environment, whether it is enforced, and the
+# pinned cwd. Empty when no execution policy applies.
+execution := {"env": env, "env_enforced": env_enforced, "cwd": object.get(policy, "cwd", "")} if {
+	input.server == ""
 	tables.shell_tools[input.tool_name]
 	input.policy
 }
 
+# env_enforced: the tool gets exactly env (an allowlist that kept nothing is
+# {} and enforced), never "whatever it would have had".
+default env_enforced := false
+
+env_enforced if input.policy.env.mode in {"allowlist", "denylist"}
+
+# env is built only from POSIX names ([A-Za-z_][A-Za-z0-9_]*): a name holding
+# "=", "%", a NUL or a space would be split or misread by whoever builds the
+# child's K=V strings.
 default env := {}
 
-env := object.filter(input_env, allowed_names) if input.policy.env.mode == "allowlist"
+# allowlist: only the names listed (exactly, case and all), plus the safe
+# list when asked for.
+env := {k: v |
+	some k, v in posix_env
+	k in allowed_names
+} if input.policy.env.mode == "allowlist"
 
-env := object.remove(input_env, input.policy.env.names) if input.policy.env.mode == "denylist"
+# denylist: every name but those listed, compared without regard to case,
+# and never a name of the library's unsafe_env_vars (variables that make a
+# program load or run other code).
+env := {k: v |
+	some k, v in posix_env
+	not lower(k) in denied_names
+	not unsafe_env_var(k)
+} if input.policy.env.mode == "denylist"
 
 # Env not enforced: the tool gets the environment it would have had.
-env := input_env if not input.policy.env
+env := posix_env if not input.policy.env
 
-input_env := object.get(input, "env", {})
+posix_env := {k: v |
+	some k, v in object.get(input, "env", {})
+	regex.match(`^[A-Za-z_][A-Za-z0-9_]*$`, k)
+}
 
-allowed_names := array.concat(input.policy.env.names, tables.safe_env_vars) if {
+allowed_names := {n | some n in array.concat(input.policy.env.names, tables.safe_env_vars)} if {
 	input.policy.env.include_safe_env_vars == true
-} else := input.policy.env.names
+} else := {n | some n in input.policy.env.names}
+
+denied_names := {lower(n) | some n in input.policy.env.names}
+
+# unsafe_env_var matches a name of the table, compared without regard to
+# case; an entry ending in * matches every name it starts.
+unsafe_env_var(name) if {
+	some u in tables.unsafe_env_vars
+	not endswith(u, "*")
+	lower(name) == lower(u)
+}
+
+unsafe_env_var(name) if {
+	some u in tables.unsafe_env_vars
+	endswith(u, "*")
+	startswith(lower(name), lower(trim_suffix(u, "*")))
+}
 
 deny(rule, msg) := {"axis": "scope", "rule": rule, "effect": "deny", "message": msg}

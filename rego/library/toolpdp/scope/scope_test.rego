@@ -79,3 +79,47 @@ test_safe_env_vars_hold_no_loader_or_credential_names if {
 		not contains(name, "PASSWORD")
 	}
 }
+
+test_env_denylist_compares_without_case_and_drops_unsafe if {
+	e := scope.env with input as {
+		"env": {
+			"PATH": "/bin", "aws_secret_access_key": "s", "LD_PRELOAD": "/e.so", "ld_audit": "x",
+			"DYLD_INSERT_LIBRARIES": "x", "BASH_FUNC_ls%%": "() { id; }", "BASH_ENV": "/rc", "NODE_OPTIONS": "-r x",
+			"GIT_SSH_COMMAND": "x", "PAGER": "x", "Editor": "x", "HOME": "/h",
+		},
+		"policy": {"env": {"mode": "denylist", "names": ["AWS_SECRET_ACCESS_KEY"]}},
+	}
+	e == {"PATH": "/bin", "HOME": "/h"}
+}
+
+test_env_non_posix_names_never_reach_execution if {
+	env := {"PATH": "/bin", "LD_PRELOAD=/tmp/a": "b.so", "A B": "x", "1X": "y", "A%": "z", "_OK1": "1"}
+	e1 := scope.env with input as {"env": env, "policy": {"env": {"mode": "denylist", "names": []}}}
+	e1 == {"PATH": "/bin", "_OK1": "1"}
+	e2 := scope.env with input as {"env": env, "policy": {"cwd": "/p"}}
+	e2 == {"PATH": "/bin", "_OK1": "1"}
+	e3 := scope.env with input as {"env": env, "policy": {"env": {"mode": "allowlist", "names": ["LD_PRELOAD=/tmp/a", "PATH"]}}}
+	e3 == {"PATH": "/bin"}
+}
+
+test_env_enforced if {
+	x := scope.execution with input as {"tool_name": "Bash", "server": "", "env": {"A": "1"}, "policy": {"env": {"mode": "allowlist", "names": []}}}
+	x == {"env": {}, "env_enforced": true, "cwd": ""}
+	y := scope.execution with input as {"tool_name": "exec_command", "server": "", "env": {"A": "1"}, "policy": {"cwd": "/p"}}
+	y == {"env": {"A": "1"}, "env_enforced": false, "cwd": "/p"}
+	not scope.execution with input as {"tool_name": "Bash", "server": "", "env": {}}
+}
+
+test_unsafe_env_vars_table_is_the_default_list if {
+	every name in ["LD_PRELOAD", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES", "BASH_FUNC_x%%", "IFS", "PS4", "GCONV_PATH", "PYTHONPATH", "PERL5OPT", "RUBYOPT", "GIT_ASKPASS", "SSH_ASKPASS", "VISUAL", "GIT_EDITOR", "LESSOPEN"] {
+		scope.unsafe_env_var(name)
+	}
+	not scope.unsafe_env_var("PATH")
+	not scope.unsafe_env_var("HOME")
+}
+
+test_home_and_url_paths_are_denied_where_a_scope_applies if {
+	p := object.union(path("read", "~/.ssh/id_rsa", ""), {"error": "cannot resolve: a path starting with ~ is not a plain path", "error_kind": "unresolved"})
+	some r in reasons({"paths": [p], "scope": {"read": ["/p"]}})
+	contains(r.message, "not a plain path")
+}
