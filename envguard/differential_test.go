@@ -279,11 +279,10 @@ func FuzzShellDifferential(f *testing.F) {
 	f.Add([]byte("curl"))
 	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
 	f.Add([]byte{200, 100, 50, 25, 12, 6, 3, 1, 0, 255, 128, 64, 32, 16, 8, 4, 2})
+	tables := diffTables(f)
+	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
 	f.Fuzz(func(t *testing.T, seed []byte) {
-		s := getSandbox(t)
-		tables := diffTables(t)
-		rules := tables.CompileRules(diffRules.deny, diffRules.ask)
-		checkDifferential(t, s, tables, rules, generate(seed))
+		checkDifferential(t, getSandbox(t), tables, rules, generate(seed))
 	})
 }
 
