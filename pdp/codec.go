@@ -17,8 +17,13 @@ import (
 // INTERNAL, which would tell the client nothing.)
 const invalidUTF8Field protowire.Number = 536870911 // the largest field number
 
+// tooDeepField marks, the same way, a request nested deeper than protobuf
+// decodes (its recursion limit); validation answers it naming the field.
+const tooDeepField protowire.Number = 536870910
+
 // utf8Codec is gRPC's proto codec, except that a message with invalid UTF-8
-// in a string field decodes to an empty message carrying the field's name.
+// in a string field, or nested too deep to decode, decodes to an empty
+// message carrying the field's name.
 type utf8Codec struct{ encoding.CodecV2 }
 
 func newUTF8Codec() encoding.CodecV2 { return utf8Codec{encoding.GetCodecV2("proto")} }
@@ -30,14 +35,52 @@ func (c utf8Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return err
 	}
 	buf := data.Materialize()
-	field := invalidUTF8(m.ProtoReflect().Descriptor(), buf, 0)
+	mark, field := invalidUTF8Field, invalidUTF8(m.ProtoReflect().Descriptor(), buf, 0)
+	if field == "" {
+		mark, field = tooDeepField, deepField(m.ProtoReflect().Descriptor(), buf, 0)
+	}
 	if field == "" {
 		return err
 	}
 	proto.Reset(m)
-	mark := protowire.AppendTag(nil, invalidUTF8Field, protowire.BytesType)
-	m.ProtoReflect().SetUnknown(protowire.AppendBytes(mark, []byte(field)))
+	tag := protowire.AppendTag(nil, mark, protowire.BytesType)
+	m.ProtoReflect().SetUnknown(protowire.AppendBytes(tag, []byte(field)))
 	return nil
+}
+
+// maxWireDepth is how deep deepField looks: deeper than any request
+// validation accepts (a level of JSON is up to three messages on the wire:
+// Struct, map entry, Value), far short of protobuf's own limit.
+const maxWireDepth = 3*MaxArgsDepth + 8
+
+// deepField names the top-level field of b (a message of type md) whose
+// messages nest deeper than maxWireDepth; "" when none does.
+func deepField(md protoreflect.MessageDescriptor, b []byte, depth int) string {
+	if depth > maxWireDepth {
+		return "?"
+	}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return ""
+		}
+		b = b[n:]
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return ""
+		}
+		val := b[:n]
+		b = b[n:]
+		fd := md.Fields().ByNumber(num)
+		if fd == nil || typ != protowire.BytesType || fd.Kind() != protoreflect.MessageKind {
+			continue
+		}
+		payload, _ := protowire.ConsumeBytes(val)
+		if deepField(fd.Message(), payload, depth+1) != "" {
+			return string(fd.Name())
+		}
+	}
+	return ""
 }
 
 // invalidUTF8 names the first string field of b (a message of type md) that
@@ -75,8 +118,13 @@ func invalidUTF8(md protoreflect.MessageDescriptor, b []byte, depth int) string 
 	return ""
 }
 
-// markedInvalidUTF8 returns the field utf8Codec marked on m, if any.
-func markedInvalidUTF8(m proto.Message) (string, bool) {
+// markedInvalidUTF8 returns the field utf8Codec marked on m as not UTF-8.
+func markedInvalidUTF8(m proto.Message) (string, bool) { return marked(m, invalidUTF8Field) }
+
+// markedTooDeep returns the field utf8Codec marked on m as nested too deep.
+func markedTooDeep(m proto.Message) (string, bool) { return marked(m, tooDeepField) }
+
+func marked(m proto.Message, mark protowire.Number) (string, bool) {
 	b := m.ProtoReflect().GetUnknown()
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -84,7 +132,7 @@ func markedInvalidUTF8(m proto.Message) (string, bool) {
 			return "", false
 		}
 		b = b[n:]
-		if num == invalidUTF8Field && typ == protowire.BytesType {
+		if num == mark && typ == protowire.BytesType {
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return "", false

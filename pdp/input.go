@@ -1,6 +1,7 @@
 package pdp
 
 import (
+	"context"
 	"errors"
 	"math"
 	"path"
@@ -17,7 +18,8 @@ import (
 // agent's index entry (agent may be a session's pinned one), the agent's
 // guardrails from snap, the effective execution policy with its resolved
 // roots, and envguard's view of the tool's paths and command.
-func buildInput(snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) ast.Value {
+// Resolving and parsing stop when ctx is done; the caller checks it.
+func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) ast.Value {
 	t := &snap.tables
 	in := ast.NewObject(
 		item("agent_id", ast.String(agentID)),
@@ -37,8 +39,8 @@ func buildInput(snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequ
 		in.Insert(ast.StringTerm("policy"), ast.NewTerm(policyValue(policy)))
 	}
 	if ft, ok := t.fileTools[req.GetToolName()]; ok {
-		in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(policy)))
-		in.Insert(ast.StringTerm("paths"), ast.NewTerm(pathsValue(ft, policy, req.GetArgs())))
+		in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(ctx, policy)))
+		in.Insert(ast.StringTerm("paths"), ast.NewTerm(pathsValue(ctx, ft, policy, req.GetArgs())))
 	} else {
 		in.Insert(ast.StringTerm("paths"), ast.ArrayTerm())
 	}
@@ -104,8 +106,8 @@ func policyValue(p *ExecutionPolicy) ast.Value {
 }
 
 // scopeValue resolves the policy's roots (symlinks in roots are followed
-// too); a root that does not resolve admits nothing.
-func scopeValue(p *ExecutionPolicy) ast.Value {
+// too, each distinct root once); a root that does not resolve admits nothing.
+func scopeValue(ctx context.Context, p *ExecutionPolicy) ast.Value {
 	o := ast.NewObject()
 	if p == nil {
 		return o
@@ -115,8 +117,13 @@ func scopeValue(p *ExecutionPolicy) ast.Value {
 			continue
 		}
 		resolved := make([]*ast.Term, 0, len(*roots))
+		seen := make(map[string]bool, len(*roots))
 		for _, r := range *roots {
-			if c, err := envguard.Resolve(p.Cwd, r); err == nil {
+			if seen[r] {
+				continue
+			}
+			seen[r] = true
+			if c, err := envguard.ResolveContext(ctx, p.Cwd, r); err == nil {
 				resolved = append(resolved, ast.StringTerm(c))
 			}
 		}
@@ -127,7 +134,7 @@ func scopeValue(p *ExecutionPolicy) ast.Value {
 
 // pathsValue resolves each path argument of a file tool; a call naming no
 // path works on the cwd.
-func pathsValue(ft fileTool, p *ExecutionPolicy, args *structpb.Struct) ast.Value {
+func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, args *structpb.Struct) ast.Value {
 	cwd := ""
 	if p != nil {
 		cwd = p.Cwd
@@ -143,11 +150,11 @@ func pathsValue(ft fileTool, p *ExecutionPolicy, args *structpb.Struct) ast.Valu
 			out = append(out, pathTerm(name, ft.Access, "", "", errNotString))
 			continue
 		}
-		resolved, err := envguard.Resolve(cwd, s.StringValue)
+		resolved, err := envguard.ResolveContext(ctx, cwd, s.StringValue)
 		out = append(out, pathTerm(name, ft.Access, s.StringValue, resolved, err))
 	}
 	if len(out) == 0 {
-		resolved, err := envguard.Resolve(cwd, cwd)
+		resolved, err := envguard.ResolveContext(ctx, cwd, cwd)
 		if cwd == "" {
 			err = errNoPath
 		}
@@ -189,7 +196,7 @@ func commandValue(args *structpb.Struct) ast.Value {
 		if !ok {
 			return commandError("the command argument is not a string")
 		}
-		leaves, err := envguard.ParseCommand(s.StringValue)
+		leaves, err := parseCommand(s.StringValue)
 		if err != nil {
 			return commandError(err.Error())
 		}

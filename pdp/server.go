@@ -131,6 +131,9 @@ func (s *Server) validate(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 		if field, bad := markedInvalidUTF8(m); bad {
 			return nil, status.Errorf(codes.InvalidArgument, "%s: %v", field, errInvalidUTF8)
 		}
+		if field, bad := markedTooDeep(m); bad {
+			return nil, status.Errorf(codes.InvalidArgument, "%s: nested deeper than protobuf decodes (more than %d levels is refused)", field, MaxArgsDepth)
+		}
 	}
 	if r, ok := req.(*pb.DecideRequest); ok {
 		if err := s.checkDecide(r); err != nil {
@@ -161,7 +164,7 @@ func (s *Server) checkDecide(r *pb.DecideRequest) error {
 	if _, ok := pb.Category_name[int32(r.GetCategory())]; !ok {
 		return fmt.Errorf("category: %d is not a known category", r.GetCategory())
 	}
-	return nil
+	return checkBounds(r)
 }
 
 // MarkServing sets health to SERVING (a snapshot is loaded) or NOT_SERVING.
@@ -211,8 +214,12 @@ func (s *Server) EndSession(_ context.Context, req *pb.EndSessionRequest) (*pb.E
 
 // ListPending implements DecisionService.
 func (s *Server) ListPending(_ context.Context, req *pb.ListPendingRequest) (*pb.ListPendingResponse, error) {
-	out := &pb.ListPendingResponse{}
-	for _, a := range s.engine.ListPending(req.GetAgentId()) {
+	asks, next, err := s.engine.ListPending(req.GetAgentId(), req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.ListPendingResponse{NextPageToken: next}
+	for _, a := range asks {
 		out.Asks = append(out.Asks, &pb.PendingAsk{DecisionId: a.DecisionID, AgentId: a.AgentID, SessionId: a.SessionID,
 			ToolName: a.ToolName, Message: a.Message, CreatedUnixNanos: a.Created.UnixNano()})
 	}

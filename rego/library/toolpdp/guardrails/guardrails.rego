@@ -12,19 +12,20 @@
 # of messages; each message becomes a reason. Nothing else there is read.
 package toolpdp.guardrails
 
+import data.toolpdp.text
 import rego.v1
 
 # Shell commands: input.command.leaves are the leaf commands envguard parsed
 # out of a Bash/Exec command, each {argv, name}; name is argv[0] without its
 # directory, after wrappers like env and timeout are unwrapped. Rules are
 # looked up by the leaf's program, so a command costs what its programs do.
-reasons contains reason("deny_commands", "deny", sprintf("command %q is denied by guardrail deny_commands[%q]; do not run it, nor wrap or chain it", [concat(" ", leaf.argv), r.rule])) if {
+reasons contains reason("deny_commands", "deny", sprintf("command %q is denied by guardrail deny_commands[%q]; do not run it, nor wrap or chain it", [text.clip(concat(" ", leaf.argv)), r.rule])) if {
 	some leaf in input.command.leaves
 	some r in input.guardrails.deny[leaf.name]
 	starts_with_words(leaf.argv, r.words)
 }
 
-reasons contains reason("ask_commands", "ask", sprintf("command %q needs a person's confirmation (guardrail ask_commands[%q])", [concat(" ", leaf.argv), r.rule])) if {
+reasons contains reason("ask_commands", "ask", sprintf("command %q needs a person's confirmation (guardrail ask_commands[%q])", [text.clip(concat(" ", leaf.argv)), r.rule])) if {
 	some leaf in input.command.leaves
 	some r in input.guardrails.ask[leaf.name]
 	starts_with_words(leaf.argv, r.words)
@@ -32,11 +33,11 @@ reasons contains reason("ask_commands", "ask", sprintf("command %q needs a perso
 
 # A command that does not parse, is not a string or names its program by an
 # expansion cannot be checked: a person decides.
-reasons contains reason("command", "ask", sprintf("the command cannot be checked (%s): a person must confirm it", [input.command.error])) if {
+reasons contains reason("command", "ask", sprintf("the command cannot be checked (%s): a person must confirm it", [text.clip(input.command.error)])) if {
 	input.command.error != ""
 }
 
-reasons contains reason("command", "ask", sprintf("the program of %q is computed at run time and cannot be checked: a person must confirm it", [concat(" ", leaf.argv)])) if {
+reasons contains reason("command", "ask", sprintf("the program of %q is computed at run time and cannot be checked: a person must confirm it", [text.clip(concat(" ", leaf.argv))])) if {
 	some leaf in input.command.leaves
 	leaf.dynamic
 }
@@ -51,7 +52,7 @@ starts_with_words(argv, words) if {
 
 # Protected paths: a write into version-control metadata or agent
 # configuration is denied even inside write_paths.
-reasons contains reason("protected_paths", "deny", sprintf("writing %q is denied: %q is a protected path (version control or agent configuration)", [p.raw, name])) if {
+reasons contains reason("protected_paths", "deny", sprintf("writing %q is denied: %q is a protected path (version control or agent configuration)", [text.clip(p.raw), name])) if {
 	some p in input.paths
 	p.access == "write"
 	some name in input.guardrails.protected

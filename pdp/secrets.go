@@ -1,0 +1,209 @@
+package pdp
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// DefaultRedact are the names whose values the decision log masks, in env,
+// args (at any depth), the execution env, and NAME=value, NAME: value and
+// --NAME value inside any logged string. A name is compared by its letters
+// and digits, lowercased: an entry of five or more of them masks a name
+// containing it ("api_key" masks X-API-KEY, "token" masks GITHUB_TOKEN); a
+// shorter entry masks a name having it as a whole word ("pat" masks
+// GITHUB_PAT and pat, not path).
+var DefaultRedact = []string{"token", "secret", "password", "passwd", "passphrase", "pwd", "credential", "api_key", "apikey",
+	"private_key", "authorization", "auth", "bearer", "cookie", "session_key", "access_key", "signature", "pat"}
+
+// Redacted replaces a masked value in the decision log.
+const Redacted = "[REDACTED]"
+
+// nameMatcher tells the names DefaultRedact (or the configured list) masks.
+type nameMatcher struct {
+	contains []string // entries of 5+ letters and digits: masked when contained
+	words    []string // shorter entries: masked as a whole word
+}
+
+func newNameMatcher(list []string) nameMatcher {
+	var m nameMatcher
+	for _, e := range list {
+		n := alnumLower(e)
+		switch {
+		case n == "":
+		case len(n) >= 5:
+			m.contains = append(m.contains, n)
+		default:
+			m.words = append(m.words, n)
+		}
+	}
+	return m
+}
+
+// masks reports whether a value under this name is masked.
+func (m nameMatcher) masks(name string) bool {
+	joined := alnumLower(name)
+	for _, e := range m.contains {
+		if strings.Contains(joined, e) {
+			return true
+		}
+	}
+	if len(m.words) == 0 {
+		return false
+	}
+	for _, w := range words(name) {
+		for _, e := range m.words {
+			if w == e {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func alnumLower(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
+}
+
+// words splits a name at non-alphanumerics and lower-to-upper case changes:
+// "X-API-KEY", "githubPat", "GITHUB_PAT" → x api key, github pat, github pat.
+func words(s string) []string {
+	var out []string
+	var cur []rune
+	prevLower := false
+	flush := func() {
+		if len(cur) > 0 {
+			out = append(out, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	for _, r := range s {
+		switch {
+		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
+			flush()
+			prevLower = false
+			continue
+		case unicode.IsUpper(r) && prevLower:
+			flush()
+		}
+		cur = append(cur, r)
+		prevLower = unicode.IsLower(r)
+	}
+	flush()
+	return out
+}
+
+// secretShape is one recognisable kind of secret inside a string. keep is
+// how many leading submatches stay (a scheme, a name and its "="); the rest
+// of the match becomes Redacted.
+type secretShape struct {
+	name   string
+	marker string // a substring every match holds, checked before the regexp runs ("" for none)
+	re     *regexp.Regexp
+	keep   int
+}
+
+// secretShapes are the token shapes masked wherever they appear in a log
+// line. A small list of our own, after the shapes of gitleaks' default rules
+// (github-pat, github-oauth, github-fine-grained-pat, openai-api-key,
+// slack-*-token, aws-access-token, jwt, private-key, and URLs with a
+// password); their rules are TOML for a scanner, not an importable Go set.
+// Each errs toward masking: lengths are minimums, not exact.
+var secretShapes = []secretShape{
+	{"pem-private-key", "PRIVATE KEY", regexp.MustCompile(`(?s)-----BEGIN[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----.*?(?:-----END[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----|\z)`), 0},
+	{"github-token", "gh", regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{16,}`), 0},
+	{"github-fine-grained-pat", "github_pat_", regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{16,}`), 0},
+	{"sk-key", "sk-", regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`), 0}, // OpenAI, Anthropic (sk-ant-…), Stripe-like
+	{"slack-token", "xox", regexp.MustCompile(`\bxox[a-z]-[A-Za-z0-9-]{8,}`), 0},
+	{"aws-access-key-id", "", regexp.MustCompile(`\b(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b`), 0},
+	{"jwt", "eyJ", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*`), 0},
+	{"bearer", "", regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{6,}`), 1},
+	{"authorization-header", "", regexp.MustCompile(`(?i)\b((?:proxy-)?authorization["']?\s*[:=]\s*["']?(?:(?:basic|bearer|token|digest)\s+)?)[^\s"',;]+`), 1},
+	{"url-password", "://", regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@"'<>]*:)[^\s/@"'<>]+(@)`), 1},
+}
+
+// assignment finds NAME=value, NAME: value, "NAME": "value" and --NAME value
+// inside a string; the value is masked when the name is.
+var assignment = regexp.MustCompile(`(--|\b)([A-Za-z_][A-Za-z0-9_.-]*)(["']?(?:\s*[=:]\s*|\s+)["']?)("[^"]*"|'[^']*'|[^\s"'&;|,)]+)`)
+
+// maskString masks every recognisable secret in s: the shapes above, and
+// values assigned to a masked name.
+func (m nameMatcher) maskString(s string) string {
+	for _, sh := range secretShapes {
+		if sh.marker != "" && !strings.Contains(s, sh.marker) {
+			continue
+		}
+		s = replaceKeeping(sh.re, s, sh.keep)
+	}
+	if !strings.ContainsAny(s, "=: ") {
+		return s
+	}
+	return assignment.ReplaceAllStringFunc(s, func(match string) string {
+		sub := assignment.FindStringSubmatch(match)
+		flag, name, sep := sub[1], sub[2], sub[3]
+		// "--name value" with a space only binds a flag; "name value" is prose.
+		if !m.masks(name) || (flag == "" && strings.TrimSpace(sep) == "" && !strings.ContainsAny(sep, `"'`)) {
+			return match
+		}
+		if sub[4] == Redacted {
+			return match
+		}
+		return flag + name + sep + Redacted
+	})
+}
+
+// replaceKeeping replaces each match of re in s by its first keep
+// submatches followed by Redacted (and, for a trailing group, that group:
+// url-password keeps the "@").
+func replaceKeeping(re *regexp.Regexp, s string, keep int) string {
+	return re.ReplaceAllStringFunc(s, func(match string) string {
+		if keep == 0 {
+			return Redacted
+		}
+		sub := re.FindStringSubmatch(match)
+		var b strings.Builder
+		for i := 1; i <= keep && i < len(sub); i++ {
+			b.WriteString(sub[i])
+		}
+		b.WriteString(Redacted)
+		if re.NumSubexp() > keep {
+			b.WriteString(sub[len(sub)-1])
+		}
+		return b.String()
+	})
+}
+
+// maskValue masks a decoded JSON value in place: strings by shape, object
+// keys by shape, and, where byName, the values of masked names. It returns
+// the masked value.
+func (m nameMatcher) maskValue(v any, byName bool) any {
+	switch t := v.(type) {
+	case string:
+		return m.maskString(t)
+	case map[string]any:
+		for k, x := range t {
+			nk := m.maskString(k)
+			if nk != k {
+				delete(t, k)
+			}
+			if byName && m.masks(k) {
+				t[nk] = Redacted
+				continue
+			}
+			t[nk] = m.maskValue(x, byName)
+		}
+		return t
+	case []any:
+		for i, x := range t {
+			t[i] = m.maskValue(x, byName)
+		}
+		return t
+	}
+	return v
+}
