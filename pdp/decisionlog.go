@@ -256,8 +256,15 @@ var logJSON = protojson.MarshalOptions{UseProtoNames: true}
 // input is the request as a JSON object, with the values of masked names
 // in args (at any depth) and env replaced.
 func (d *DecisionLog) input(req *pb.DecideRequest) any {
-	m := protoJSON(req)
+	// args go straight from the Struct: no JSON round trip for what may be
+	// a megabyte.
+	rest := proto.CloneOf(req)
+	rest.Args = nil
+	m := protoJSON(rest)
 	if obj, ok := m.(map[string]any); ok {
+		if req.GetArgs() != nil {
+			obj["args"] = req.GetArgs().AsMap()
+		}
 		for _, k := range []string{"args", "env"} {
 			if v, ok := obj[k]; ok {
 				obj[k] = d.names.maskValue(v, true)

@@ -2,6 +2,7 @@ package pdp
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -48,20 +49,24 @@ func (m nameMatcher) masks(name string) bool {
 			return true
 		}
 	}
-	if len(m.words) == 0 {
-		return false
+	masked := false
+	if len(m.words) > 0 {
+		eachWord(name, func(w string) {
+			masked = masked || slices.Contains(m.words, w)
+		})
 	}
-	for _, w := range words(name) {
-		for _, e := range m.words {
-			if w == e {
-				return true
-			}
-		}
-	}
-	return false
+	return masked
 }
 
 func alnumLower(s string) string {
+	plain := true // already lowercase ASCII letters and digits: no copy
+	for i := 0; i < len(s) && plain; i++ {
+		c := s[i]
+		plain = c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+	}
+	if plain {
+		return s
+	}
 	var b strings.Builder
 	for _, r := range s {
 		if unicode.IsLetter(r) || unicode.IsDigit(r) {
@@ -71,32 +76,25 @@ func alnumLower(s string) string {
 	return b.String()
 }
 
-// words splits a name at non-alphanumerics and lower-to-upper case changes:
-// "X-API-KEY", "githubPat", "GITHUB_PAT" → x api key, github pat, github pat.
-func words(s string) []string {
-	var out []string
-	var cur []rune
-	prevLower := false
-	flush := func() {
-		if len(cur) > 0 {
-			out = append(out, strings.ToLower(string(cur)))
-			cur = cur[:0]
+// eachWord calls f with each word of a name, lowercased: words end at
+// non-alphanumerics and at lower-to-upper case changes ("X-API-KEY",
+// "githubPat", "GITHUB_PAT" → x api key, github pat, github pat).
+func eachWord(s string, f func(string)) {
+	start, prevLower := -1, false
+	for i, r := range s {
+		alnum := unicode.IsLetter(r) || unicode.IsDigit(r)
+		if start >= 0 && (!alnum || unicode.IsUpper(r) && prevLower) {
+			f(strings.ToLower(s[start:i]))
+			start = -1
 		}
-	}
-	for _, r := range s {
-		switch {
-		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
-			flush()
-			prevLower = false
-			continue
-		case unicode.IsUpper(r) && prevLower:
-			flush()
+		if alnum && start < 0 {
+			start = i
 		}
-		cur = append(cur, r)
 		prevLower = unicode.IsLower(r)
 	}
-	flush()
-	return out
+	if start >= 0 {
+		f(strings.ToLower(s[start:]))
+	}
 }
 
 // secretShape is one recognisable kind of secret inside a string. keep is
@@ -136,12 +134,13 @@ var assignment = regexp.MustCompile(`(--|\b)([A-Za-z_][A-Za-z0-9_.-]*)(["']?(?:\
 // values assigned to a masked name.
 func (m nameMatcher) maskString(s string) string {
 	for _, sh := range secretShapes {
-		if sh.marker != "" && !strings.Contains(s, sh.marker) {
+		// Replacing copies the string even when nothing matches: look first.
+		if sh.marker != "" && !strings.Contains(s, sh.marker) || !sh.re.MatchString(s) {
 			continue
 		}
 		s = replaceKeeping(sh.re, s, sh.keep)
 	}
-	if !strings.ContainsAny(s, "=: ") {
+	if !strings.ContainsAny(s, "=: ") || !assignment.MatchString(s) {
 		return s
 	}
 	return assignment.ReplaceAllStringFunc(s, func(match string) string {

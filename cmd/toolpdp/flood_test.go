@@ -63,6 +63,9 @@ func TestFlood(t *testing.T) {
 		t.Skip("floods a server process")
 	}
 	limit := manifestMemoryLimit(t)
+	for k, v := range manifestEnv(t) { // the sidecar runs with the shipped environment
+		t.Setenv(k, v)
+	}
 	bin, report := os.Getenv("TOOLPDP_FLOOD_BINARY"), true
 	if bin == "" {
 		bin, report = binary(t), false
@@ -384,9 +387,18 @@ func (f *flood) plainDecideIsQuick(t *testing.T) {
 	t.Logf("a plain Read after the flood: %v", took.Round(time.Microsecond))
 }
 
-// manifestMemoryLimit is the sidecar's memory limit in the shipped
-// Deployment, in bytes.
-func manifestMemoryLimit(t *testing.T) int64 {
+// manifestEnv is the environment the shipped Deployment gives the sidecar.
+func manifestEnv(t *testing.T) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	for _, e := range manifestSidecar(t).Env {
+		env[e.Name] = e.Value
+	}
+	return env
+}
+
+// manifestSidecar is the toolpdp container of the shipped Deployment.
+func manifestSidecar(t *testing.T) container {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(manifestDir, "deployment.yaml"))
 	if err != nil {
@@ -397,21 +409,28 @@ func manifestMemoryLimit(t *testing.T) int64 {
 		t.Fatal(err)
 	}
 	for _, c := range d.Spec.Template.Spec.InitContainers {
-		if c.Name != "toolpdp" {
-			continue
+		if c.Name == "toolpdp" {
+			return c
 		}
-		q := c.Resources.Limits["memory"]
-		for suffix, mult := range map[string]int64{"Mi": 1 << 20, "Gi": 1 << 30} {
-			if n, ok := strings.CutSuffix(q, suffix); ok {
-				v, err := strconv.ParseInt(n, 10, 64)
-				if err != nil {
-					t.Fatalf("memory limit %q", q)
-				}
-				return v * mult
-			}
-		}
-		t.Fatalf("memory limit %q is not in Mi or Gi", q)
 	}
 	t.Fatal("no toolpdp sidecar in deployment.yaml")
+	return container{}
+}
+
+// manifestMemoryLimit is the sidecar's memory limit in the shipped
+// Deployment, in bytes.
+func manifestMemoryLimit(t *testing.T) int64 {
+	t.Helper()
+	q := manifestSidecar(t).Resources.Limits["memory"]
+	for suffix, mult := range map[string]int64{"Mi": 1 << 20, "Gi": 1 << 30} {
+		if n, ok := strings.CutSuffix(q, suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				t.Fatalf("memory limit %q", q)
+			}
+			return v * mult
+		}
+	}
+	t.Fatalf("memory limit %q is not in Mi or Gi", q)
 	return 0
 }

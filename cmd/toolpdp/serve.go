@@ -40,6 +40,7 @@ type serveConfig struct {
 	socketMode       string
 	evalTimeout      time.Duration
 	maxArgsBytes     int
+	maxInflight      int64
 	maxSessions      int
 	sessionIdle      time.Duration
 	maxPending       int
@@ -78,6 +79,7 @@ func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
 	fs.StringVar(&c.socketMode, "unix-socket-mode", "0660", "file mode of unix sockets: who may ask")
 	fs.DurationVar(&c.evalTimeout, "eval-timeout", 100*time.Millisecond, "bound on one policy evaluation; past it the call is denied")
 	fs.IntVar(&c.maxArgsBytes, "max-args-bytes", 1<<20, "bound on a request's encoded args; larger is INVALID_ARGUMENT")
+	fs.Int64Var(&c.maxInflight, "max-inflight-bytes", pdp.DefaultMaxInflightBytes, "encoded bytes of Decide requests decided at once; more wait, and past 5s are RESOURCE_EXHAUSTED")
 	fs.IntVar(&c.maxSessions, "max-sessions", 10000, "sessions held at most; the longest idle are released first")
 	fs.DurationVar(&c.sessionIdle, "session-idle-timeout", time.Hour, "a session unused this long is released")
 	fs.IntVar(&c.maxPending, "max-pending", 10000, "asks awaiting Confirm held at most")
@@ -161,7 +163,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	srv, s, err := pdp.NewServer(engine, loader, pdp.ServerConfig{MaxArgsBytes: c.maxArgsBytes, Logger: log, Registerer: reg,
+	srv, s, err := pdp.NewServer(engine, loader, pdp.ServerConfig{MaxArgsBytes: c.maxArgsBytes, MaxInflightBytes: c.maxInflight, Logger: log, Registerer: reg,
 		Creds: creds, Workspaces: workspaces})
 	if err != nil {
 		return err
