@@ -39,10 +39,10 @@ type ServerConfig struct {
 	// MaxInflightBytes bounds the encoded bytes of Decide requests being
 	// decided at once; DefaultMaxInflightBytes when 0.
 	MaxInflightBytes int64
-	Logger       *slog.Logger
-	Registerer   prometheus.Registerer
-	Creds        credentials.TransportCredentials // TLS or mTLS; nil: plaintext
-	Workspaces   *Workspaces                      // caller binding; nil: none
+	Logger           *slog.Logger
+	Registerer       prometheus.Registerer
+	Creds            credentials.TransportCredentials // TLS or mTLS; nil: plaintext
+	Workspaces       *Workspaces                      // caller binding; nil: none
 }
 
 // Server is the gRPC face of an Engine.
