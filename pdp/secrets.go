@@ -126,9 +126,14 @@ var secretShapes = []secretShape{
 	{"url-password", "://", regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@"'<>]*:)[^\s/@"'<>]+(@)`), 1},
 }
 
-// assignment finds NAME=value, NAME: value, "NAME": "value" and --NAME value
-// inside a string; the value is masked when the name is.
-var assignment = regexp.MustCompile(`(--|\b)([A-Za-z_][A-Za-z0-9_.-]*)(["']?(?:\s*[=:]\s*|\s+)["']?)("[^"]*"|'[^']*'|[^\s"'&;|,)]+)`)
+// assignment finds NAME=value, NAME: value and "NAME": "value" inside a
+// string, flagValue --NAME value; the value is masked when the name is.
+var (
+	assignment = regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_.-]*)(["']?\s*[=:]\s*["']?)("[^"]*"|'[^']*'|[^\s"'&;|,)]+)`)
+	flagValue  = regexp.MustCompile(`--([A-Za-z][A-Za-z0-9_.-]*)(\s+)("[^"]*"|'[^']*'|[^\s"'&;|,)]+)`)
+)
+
+var authSchemes = map[string]bool{"basic": true, "bearer": true, "token": true, "digest": true}
 
 // maskString masks every recognisable secret in s: the shapes above, and
 // values assigned to a masked name.
@@ -140,21 +145,19 @@ func (m nameMatcher) maskString(s string) string {
 		}
 		s = replaceKeeping(sh.re, s, sh.keep)
 	}
-	if !strings.ContainsAny(s, "=: ") || !assignment.MatchString(s) {
-		return s
+	for _, re := range []*regexp.Regexp{assignment, flagValue} {
+		if !strings.ContainsAny(s, "=: ") || !re.MatchString(s) {
+			continue
+		}
+		s = re.ReplaceAllStringFunc(s, func(match string) string {
+			sub := re.FindStringSubmatch(match)
+			if !m.masks(sub[1]) || sub[3] == Redacted || authSchemes[strings.ToLower(sub[3])] {
+				return match // an auth scheme: the authorization-header shape masked what follows
+			}
+			return strings.TrimSuffix(match, sub[3]) + Redacted
+		})
 	}
-	return assignment.ReplaceAllStringFunc(s, func(match string) string {
-		sub := assignment.FindStringSubmatch(match)
-		flag, name, sep := sub[1], sub[2], sub[3]
-		// "--name value" with a space only binds a flag; "name value" is prose.
-		if !m.masks(name) || (flag == "" && strings.TrimSpace(sep) == "" && !strings.ContainsAny(sep, `"'`)) {
-			return match
-		}
-		if sub[4] == Redacted {
-			return match
-		}
-		return flag + name + sep + Redacted
-	})
+	return s
 }
 
 // replaceKeeping replaces each match of re in s by its first keep

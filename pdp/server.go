@@ -36,23 +36,25 @@ const (
 // ServerConfig shapes the gRPC server.
 type ServerConfig struct {
 	MaxArgsBytes int // bound on a request's args (encoded); the message limit follows from it
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
+	Creds        credentials.TransportCredentials // TLS or mTLS; nil: plaintext
+	Workspaces   *Workspaces                      // caller binding; nil: none
+
 	// MaxInflightBytes bounds the encoded bytes of Decide requests being
 	// decided at once; DefaultMaxInflightBytes when 0.
 	MaxInflightBytes int64
-	Logger           *slog.Logger
-	Registerer       prometheus.Registerer
-	Creds            credentials.TransportCredentials // TLS or mTLS; nil: plaintext
-	Workspaces       *Workspaces                      // caller binding; nil: none
 }
 
 // Server is the gRPC face of an Engine.
 type Server struct {
 	pb.UnimplementedDecisionServiceServer
-	engine   *Engine
-	loader   *Loader
-	health   *health.Server
-	cfg      ServerConfig
-	inflight *byteGate
+	engine *Engine
+	loader *Loader
+	health *health.Server
+	cfg    ServerConfig
+
+	inflight *byteGate // bytes of Decide requests being decided
 }
 
 // NewServer builds the gRPC server: the decision service, health, reflection
