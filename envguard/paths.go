@@ -1,6 +1,7 @@
 package envguard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,6 +36,13 @@ var ErrUnresolved = errors.New("cannot resolve")
 // (file:///etc/passwd) is not a plain path: it is ErrUnresolved, never
 // taken as a relative name.
 func Resolve(cwd, raw string) (string, error) {
+	return ResolveContext(context.Background(), cwd, raw)
+}
+
+// ResolveContext is Resolve that stops, with an ErrUnresolved error
+// wrapping ctx's, as soon as ctx is done: a path of many segments and
+// links costs many system calls.
+func ResolveContext(ctx context.Context, cwd, raw string) (string, error) {
 	if err := checkPath(raw); err != nil {
 		return "", err
 	}
@@ -53,7 +61,7 @@ func Resolve(cwd, raw string) (string, error) {
 		}
 		raw = cwd + "/" + raw
 	}
-	return canonical(raw)
+	return canonical(ctx, raw)
 }
 
 // plain rejects what a tool or a shell would read as something other than
@@ -101,9 +109,12 @@ func checkPath(p string) error {
 // each symlink it meets (the link's target is spliced in front of what is
 // left). What is kept in done has no links (its segments are real
 // directories, or missing), so a `..` may be applied to it lexically.
-func canonical(path string) (string, error) {
+func canonical(ctx context.Context, path string) (string, error) {
 	done, rest, links := "/", path, 0
 	for rest != "" {
+		if err := ctx.Err(); err != nil {
+			return "", fmt.Errorf("%w: %w", ErrUnresolved, err)
+		}
 		var seg string
 		seg, rest, _ = strings.Cut(rest, "/")
 		switch seg {

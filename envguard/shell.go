@@ -16,9 +16,8 @@ import (
 const (
 	MaxCommandBytes = 64 << 10
 	MaxLeaves       = 1024
-	MaxShellDepth   = 8   // nested `bash -c` strings, env -S strings, watch commands
-	MaxNesting      = 128 // parentheses and braces open at once: the parser's memory grows with it
-	maxUnseen       = 64  // constructs reported per command; one is enough to ask
+	MaxShellDepth   = 8  // nested `bash -c` strings, env -S strings, watch commands
+	maxUnseen       = 64 // constructs reported per command; one is enough to ask
 )
 
 // ErrUncheckable marks a command that cannot be turned into leaves: it does
@@ -147,8 +146,8 @@ func (a *analyzer) script(cmd string, depth int, _ *syntax.Stmt) error {
 	if depth > MaxShellDepth {
 		return fmt.Errorf("%w: shell strings nested deeper than %d", ErrUncheckable, MaxShellDepth)
 	}
-	if nesting(cmd) > MaxNesting {
-		return fmt.Errorf("%w: more than %d parentheses or braces open at once", ErrUncheckable, MaxNesting)
+	if err := CheckNesting(cmd); err != nil {
+		return err
 	}
 	file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(cmd), "")
 	if err != nil {
@@ -186,23 +185,6 @@ func (a *analyzer) script(cmd string, depth int, _ *syntax.Stmt) error {
 		return true
 	})
 	return walkErr
-}
-
-// nesting is the deepest run of open parentheses and braces in s, counted
-// without parsing (quotes ignored): a cheap bound before the parser, whose
-// memory grows with nesting.
-func nesting(s string) int {
-	depth, most := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '(', '{', '[':
-			depth++
-			most = max(most, depth)
-		case ')', '}', ']':
-			depth = max(depth-1, 0)
-		}
-	}
-	return most
 }
 
 // pipeReceivers marks every statement whose stdin comes from a pipe, a

@@ -2,6 +2,10 @@ package pdp
 
 import (
 	"context"
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -128,19 +132,54 @@ func notFoundError(id string) error {
 	return status.Errorf(codes.NotFound, "decision_id: %q names no recent decision (unknown, forgotten, or never issued)", id)
 }
 
-// ListPending lists the asks of the caller's workspace no person has
-// answered yet, oldest first.
-func (e *Engine) ListPending(ctx context.Context, agentID string) []PendingAsk {
-	ws, _ := callerWorkspace(ctx)
-	all := e.pending.List(ws, e.now())
-	if agentID == "" {
-		return all
+// Bounds of a ListPending page.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// ListPending lists a page of the asks of the caller's workspace no person
+// has answered yet, oldest first, and the token of the next page ("" on the
+// last). A page size of 0 is DefaultPageSize; a larger one than MaxPageSize
+// is MaxPageSize.
+func (e *Engine) ListPending(ctx context.Context, agentID string, pageSize int32, pageToken string) ([]PendingAsk, string, error) {
+	if pageSize < 0 {
+		return nil, "", status.Errorf(codes.InvalidArgument, "page_size: %d is negative", pageSize)
 	}
-	out := all[:0]
-	for _, a := range all {
-		if a.AgentID == agentID {
-			out = append(out, a)
+	size := int(pageSize)
+	switch {
+	case size == 0:
+		size = DefaultPageSize
+	case size > MaxPageSize:
+		size = MaxPageSize
+	}
+	after, err := parsePageToken(pageToken)
+	if err != nil {
+		return nil, "", status.Errorf(codes.InvalidArgument, "page_token: %v", err)
+	}
+	ws, _ := callerWorkspace(ctx)
+	asks, next := e.pending.Page(ws, agentID, after, size, e.now())
+	return asks, encodePageToken(next), nil
+}
+
+// A page token names the last ask of the previous page by its arrival
+// number; it means nothing to another process.
+func encodePageToken(seq uint64) string {
+	if seq == 0 {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte("after:" + strconv.FormatUint(seq, 10)))
+}
+
+func parsePageToken(tok string) (uint64, error) {
+	if tok == "" {
+		return 0, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if n, ok := strings.CutPrefix(string(raw), "after:"); err == nil && ok {
+		if seq, err := strconv.ParseUint(n, 10, 64); err == nil && seq > 0 {
+			return seq, nil
 		}
 	}
-	return out
+	return 0, errors.New("not a token ListPending returned")
 }

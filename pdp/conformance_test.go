@@ -24,8 +24,7 @@ const conformanceDir = "../../shared/conformance"
 
 // pendingConformance lists the conformance files whose feature is not built
 // yet, each with the issue that will make it pass. Nothing else is skipped.
-var pendingConformance = map[string]int{
-}
+var pendingConformance = map[string]int{}
 
 type conformanceCase struct {
 	Name   string                     `json:"name"`

@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -18,34 +18,39 @@ import (
 // entrypoint, as OPA names it in its own decision logs.
 const DecisionPath = "toolpdp/decision/result"
 
-// DefaultRedact are the env and args names masked in the decision log: a
-// name is masked when it contains one of these (case does not matter).
-var DefaultRedact = []string{"token", "secret", "password", "passwd", "credential", "api_key", "apikey", "private_key", "authorization", "cookie", "session_key", "access_key"}
-
-// Redacted replaces a masked value in the decision log.
-const Redacted = "[REDACTED]"
+// DefaultLogQueueBytes bounds the memory the decision-log queue holds.
+const DefaultLogQueueBytes = 16 << 20
 
 // DecisionLog writes every decision as one JSON line, in OPA's decision-log
 // shape plus toolpdp's reasons, and denials and confirmations as events in
 // the same stream. Writing happens off the request path: Record puts an
-// entry on a bounded queue, and when the queue is full either drops and
-// counts it or blocks, as configured.
+// entry on a queue bounded in entries and in bytes, and when the queue is
+// full either drops and counts it or blocks, as configured. Every line is
+// masked before it is written: values by name and by shape (secrets.go),
+// then by the bundle's own OPA mask policy (logmask.go).
 type DecisionLog struct {
-	queue   chan logEntry
-	w       io.Writer
-	block   bool
-	redact  []string
-	log     *slog.Logger
-	done    chan struct{}
-	once    sync.Once
-	dropped prometheus.Counter
-	written prometheus.Counter
+	queue    chan logEntry
+	w        io.Writer
+	block    bool
+	names    nameMatcher
+	log      *slog.Logger
+	done     chan struct{}
+	once     sync.Once
+	dropped  prometheus.Counter
+	written  prometheus.Counter
+	maskErrs prometheus.Counter
+
+	mu       sync.Mutex
+	space    *sync.Cond // signalled when queued bytes are released
+	queued   int64      // estimated bytes the queued entries hold
+	maxBytes int64
 }
 
 // DecisionLogConfig shapes a DecisionLog.
 type DecisionLogConfig struct {
 	Writer     io.Writer // stdout, or a rotating file
 	QueueSize  int
+	QueueBytes int64    // bound on the memory queued entries hold (estimated); DefaultLogQueueBytes when 0
 	Block      bool     // when the queue is full: block the request (true) or drop the entry (false)
 	Redact     []string // names to mask; DefaultRedact when nil
 	Logger     *slog.Logger
@@ -67,6 +72,28 @@ type logEntry struct {
 
 	remembered bool                    // a confirmation that remembered the approval
 	report     *pb.ReportResultRequest // a result
+	policy     *logPolicy              // the bundle's mask and drop policy; nil: none
+	bytes      int64                   // size(), once queued
+}
+
+// size estimates the memory an entry holds while queued: a decoded
+// request takes about five times its encoded size (measured on args of
+// 45,000 keys), and the rest is small.
+func (e *logEntry) size() int64 {
+	n := int64(1024)
+	if e.req != nil {
+		n += 6 * int64(proto.Size(e.req))
+	}
+	if e.resp != nil {
+		n += 2 * int64(proto.Size(e.resp))
+	}
+	if e.ask != nil {
+		n += e.ask.size()
+	}
+	if e.report != nil {
+		n += int64(len(e.report.GetError()))
+	}
+	return n
 }
 
 // NewDecisionLog starts the writer goroutine; Close drains and stops it.
@@ -74,14 +101,24 @@ func NewDecisionLog(c DecisionLogConfig) (*DecisionLog, error) {
 	if c.Redact == nil {
 		c.Redact = DefaultRedact
 	}
-	d := &DecisionLog{
-		queue: make(chan logEntry, c.QueueSize), w: c.Writer, block: c.Block, redact: lower(c.Redact), log: c.Logger,
-		done:    make(chan struct{}),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_dropped_total", Help: "Decision-log entries dropped because the queue was full."}),
-		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_written_total", Help: "Decision-log lines written."}),
+	if c.QueueBytes <= 0 {
+		c.QueueBytes = DefaultLogQueueBytes
 	}
+	d := &DecisionLog{
+		queue: make(chan logEntry, c.QueueSize), w: c.Writer, block: c.Block, names: newNameMatcher(c.Redact), log: c.Logger,
+		done:     make(chan struct{}),
+		maxBytes: c.QueueBytes,
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_dropped_total",
+			Help: "Decision-log entries dropped because the queue was full (--decision-log-queue or --decision-log-queue-bytes)."}),
+		written:  prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_written_total", Help: "Decision-log lines written."}),
+		maskErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_mask_errors_total", Help: "Decision-log lines whose bundle mask policy (system.log) failed; the line is not written."}),
+	}
+	d.space = sync.NewCond(&d.mu)
 	if c.Registerer != nil {
-		for _, m := range []prometheus.Collector{d.dropped, d.written} {
+		queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_decision_log_queue_bytes",
+			Help: "Memory the queued decision-log entries hold (estimated; bounded by --decision-log-queue-bytes)."},
+			func() float64 { d.mu.Lock(); defer d.mu.Unlock(); return float64(d.queued) })
+		for _, m := range []prometheus.Collector{d.dropped, d.written, d.maskErrs, queued} {
 			if err := c.Registerer.Register(m); err != nil {
 				return nil, err
 			}
@@ -91,18 +128,24 @@ func NewDecisionLog(c DecisionLogConfig) (*DecisionLog, error) {
 	return d, nil
 }
 
-func lower(list []string) []string {
-	out := make([]string, len(list))
-	for i, s := range list {
-		out[i] = strings.ToLower(s)
-	}
-	return out
-}
-
 func (d *DecisionLog) record(e logEntry) {
 	if d == nil {
 		return
 	}
+	size := e.size()
+	e.bytes = size
+	d.mu.Lock()
+	// An entry larger than the whole bound goes alone, into an empty queue.
+	for d.queued > 0 && d.queued+size > d.maxBytes {
+		if !d.block {
+			d.mu.Unlock()
+			d.dropped.Inc()
+			return
+		}
+		d.space.Wait()
+	}
+	d.queued += size
+	d.mu.Unlock()
 	if d.block {
 		d.queue <- e
 		return
@@ -110,8 +153,16 @@ func (d *DecisionLog) record(e logEntry) {
 	select {
 	case d.queue <- e:
 	default:
+		d.release(size)
 		d.dropped.Inc()
 	}
+}
+
+func (d *DecisionLog) release(size int64) {
+	d.mu.Lock()
+	d.queued -= size
+	d.mu.Unlock()
+	d.space.Broadcast()
 }
 
 // Close writes what is queued and stops. Records after Close panic, so
@@ -129,7 +180,9 @@ func (d *DecisionLog) run() {
 	enc := json.NewEncoder(d.w)
 	enc.SetEscapeHTML(false)
 	for e := range d.queue {
-		for _, line := range d.lines(e) {
+		lines := d.lines(e)
+		d.release(e.bytes)
+		for _, line := range lines {
 			if err := enc.Encode(line); err != nil {
 				d.log.Error("decision log write failed", "error", err.Error())
 				continue
@@ -139,44 +192,64 @@ func (d *DecisionLog) run() {
 	}
 }
 
-// lines renders an entry: a decision, plus a tool.permission_denied event
-// for a deny (seed 000); or a tool.confirmation or tool.result event.
-func (d *DecisionLog) lines(e logEntry) []any {
+// lines renders an entry, masked: a decision, plus a
+// tool.permission_denied event for a deny (seed 000); or a
+// tool.confirmation or tool.result event. A decision the bundle's policy
+// drops is not written, nor is its event; one whose mask policy fails is
+// not written either (counted), since it may hold what the policy meant to
+// hide.
+func (d *DecisionLog) lines(e logEntry) []map[string]any {
 	ts := e.at.UTC().Format(time.RFC3339Nano)
 	switch e.kind {
 	case "confirmation":
-		return []any{map[string]any{
+		return []map[string]any{d.maskEvent(map[string]any{
 			"type": "tool.confirmation", "timestamp": ts, "decision_id": e.ask.DecisionID, "call_id": e.ask.CallID,
 			"agent_id": e.ask.AgentID, "session_id": e.ask.SessionID, "tool_name": e.ask.ToolName,
 			"result": e.confirm.GetResult(), "deny_message": e.confirm.GetDenyMessage(), "remember": e.remembered, "halt": e.halt,
-		}}
+		})}
 	case "result":
-		return []any{map[string]any{
+		return []map[string]any{d.maskEvent(map[string]any{
 			"type": "tool.result", "timestamp": ts, "decision_id": e.ask.DecisionID, "call_id": e.ask.CallID,
 			"agent_id": e.ask.AgentID, "session_id": e.ask.SessionID, "tool_name": e.ask.ToolName,
 			"is_error": e.report.GetIsError(), "error": e.report.GetError(), "halt": e.halt,
-		}}
+		})}
 	}
 	bundles := map[string]any{}
 	for _, b := range e.bundles {
-		bundles[b.Name] = map[string]string{"revision": b.Revision}
+		bundles[b.Name] = map[string]any{"revision": b.Revision}
 	}
-	decision := DecisionLogLine{
-		Type: "decision", DecisionID: e.resp.GetDecisionId(), Timestamp: ts, Path: DecisionPath,
-		Input:   d.input(e.req),
-		Result:  d.result(e.resp),
-		Bundles: bundles,
-		Metrics: map[string]int64{"timer_rego_query_eval_ns": e.evalNs},
+	decision := map[string]any{
+		"type": "decision", "decision_id": e.resp.GetDecisionId(), "timestamp": ts, "path": DecisionPath,
+		"input":   d.input(e.req),
+		"result":  d.result(e.resp),
+		"bundles": bundles,
+		"metrics": map[string]any{"timer_rego_query_eval_ns": e.evalNs},
 	}
-	out := []any{decision}
+	drop, err := e.policy.apply(decision)
+	switch {
+	case err != nil:
+		d.maskErrs.Inc()
+		d.log.Error("decision log: the bundle's mask policy failed; the decision is not logged", "decision_id", e.resp.GetDecisionId(), "error", err.Error())
+		return nil
+	case drop:
+		return nil
+	}
+	out := []map[string]any{d.maskEvent(decision)}
 	if e.resp.GetDecision() == pb.Decision_DECISION_DENY {
-		out = append(out, map[string]any{
+		out = append(out, d.maskEvent(map[string]any{
 			"type": "tool.permission_denied", "timestamp": ts, "decision_id": e.resp.GetDecisionId(),
 			"agent_id": e.agentID, "session_id": e.req.GetSessionId(), "tool_name": e.req.GetToolName(),
 			"message": e.resp.GetMessage(), "halt": e.resp.GetHalt(),
-		})
+		}))
 	}
 	return out
+}
+
+// maskEvent masks every string of a line, keys included, by shape and by
+// the names assigned inside it.
+func (d *DecisionLog) maskEvent(line map[string]any) map[string]any {
+	d.names.maskValue(line, false)
+	return line
 }
 
 // DecisionLogLine is one decision in the log: OPA's decision-log fields,
@@ -194,77 +267,51 @@ type DecisionLogLine struct {
 
 var logJSON = protojson.MarshalOptions{UseProtoNames: true}
 
-// input is the request with masked env values and args fields.
-func (d *DecisionLog) input(req *pb.DecideRequest) json.RawMessage {
-	raw, err := logJSON.Marshal(req)
-	if err != nil {
-		return json.RawMessage(`null`)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return raw
-	}
-	if env, ok := m["env"].(map[string]any); ok {
-		for k := range env {
-			if d.masked(k) {
-				env[k] = Redacted
+// input is the request as a JSON object, with the values of masked names
+// in args (at any depth) and env replaced.
+func (d *DecisionLog) input(req *pb.DecideRequest) any {
+	// args go straight from the Struct: no JSON round trip for what may be
+	// a megabyte.
+	rest := proto.CloneOf(req)
+	rest.Args = nil
+	m := protoJSON(rest)
+	if obj, ok := m.(map[string]any); ok {
+		if req.GetArgs() != nil {
+			obj["args"] = req.GetArgs().AsMap()
+		}
+		for _, k := range []string{"args", "env"} {
+			if v, ok := obj[k]; ok {
+				obj[k] = d.names.maskValue(v, true)
 			}
 		}
 	}
-	if args, ok := m["args"].(map[string]any); ok {
-		d.maskTree(args)
-	}
-	out, err := json.Marshal(m)
-	if err != nil {
-		return raw
-	}
-	return out
+	return m
 }
 
-func (d *DecisionLog) maskTree(v any) {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, x := range t {
-			if d.masked(k) {
-				t[k] = Redacted
-				continue
+// result is the response as a JSON object, its execution env masked by
+// name like the request's (it holds the very same values).
+func (d *DecisionLog) result(resp *pb.DecideResponse) any {
+	m := protoJSON(resp)
+	if obj, ok := m.(map[string]any); ok {
+		if ex, ok := obj["execution"].(map[string]any); ok {
+			if env, ok := ex["env"]; ok {
+				ex["env"] = d.names.maskValue(env, true)
 			}
-			d.maskTree(x)
-		}
-	case []any:
-		for _, x := range t {
-			d.maskTree(x)
 		}
 	}
+	return m
 }
 
-func (d *DecisionLog) masked(name string) bool {
-	n := strings.ToLower(name)
-	for _, r := range d.redact {
-		if strings.Contains(n, r) {
-			return true
-		}
-	}
-	return false
-}
-
-func (d *DecisionLog) result(resp *pb.DecideResponse) json.RawMessage {
-	// The response's execution env holds the very values input masks.
-	if ex := resp.GetExecution(); ex != nil && len(ex.Env) > 0 {
-		masked := make(map[string]string, len(ex.Env))
-		for k, v := range ex.Env {
-			if d.masked(k) {
-				v = Redacted
-			}
-			masked[k] = v
-		}
-		c := &pb.DecideResponse{Decision: resp.Decision, Message: resp.Message, DecisionId: resp.DecisionId, PolicyRevision: resp.PolicyRevision,
-			Reasons: resp.Reasons, Halt: resp.Halt, Execution: &pb.Execution{Env: masked, Cwd: ex.Cwd}}
-		resp = c
-	}
-	raw, err := logJSON.Marshal(resp)
+// protoJSON is a message as decoded JSON (proto field names); nil when it
+// cannot be encoded.
+func protoJSON(m proto.Message) any {
+	raw, err := logJSON.Marshal(m)
 	if err != nil {
-		return json.RawMessage(`null`)
+		return nil
 	}
-	return raw
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil
+	}
+	return v
 }

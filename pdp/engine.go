@@ -99,6 +99,7 @@ func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideRe
 		e.log.Error("evaluation failed", "agent_id", agentID, "tool_name", req.GetToolName(), "revision", snap.Revision, "error", err)
 		denyResponse(resp, "policy", "evaluation_error", fmt.Sprintf("the policy could not be evaluated, so the call is denied: %v", err))
 	}
+	boundMessages(resp)
 	max := 5
 	if agent != nil {
 		max = agent.MaxDenials
@@ -116,7 +117,7 @@ func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideRe
 	}
 	call.decision, call.Message = resp.Decision, resp.Message
 	e.pending.Add(call)
-	e.dlog.record(logEntry{kind: "decision", at: now, req: req, resp: resp, bundles: snap.Bundles, evalNs: evalNs, agentID: agentID})
+	e.dlog.record(logEntry{kind: "decision", at: now, req: req, resp: resp, bundles: snap.Bundles, evalNs: evalNs, agentID: agentID, policy: snap.logMask})
 	return resp
 }
 
@@ -139,11 +140,17 @@ func (e *Engine) rememberedApproval(call *PendingAsk, req *pb.DecideRequest, res
 }
 
 func (e *Engine) evaluate(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest, resp *pb.DecideResponse) error {
-	input := buildInput(snap, agentID, agent, req)
+	// Building the input (resolving paths and roots, parsing the command)
+	// and evaluating share the request's deadline and --eval-timeout, and
+	// stop when the caller goes away.
 	if e.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.timeout)
 		defer cancel()
+	}
+	input := buildInput(ctx, snap, agentID, agent, req)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("the request's deadline passed while its paths and command were examined: %w", err)
 	}
 	rs, err := snap.query.Eval(ctx, rego.EvalParsedInput(input))
 	if err != nil {

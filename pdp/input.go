@@ -19,7 +19,8 @@ import (
 // agent's index entry (agent may be a session's pinned one), the agent's
 // guardrails from snap, the effective execution policy with its resolved
 // roots, and envguard's view of the tool's paths and command.
-func buildInput(snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) ast.Value {
+// Resolving and parsing stop when ctx is done; the caller checks it.
+func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) ast.Value {
 	t := &snap.tables
 	guardrails, commands := snap.guardrailsFor(agentID, agent)
 	in := ast.NewObject(
@@ -40,15 +41,15 @@ func buildInput(snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequ
 		in.Insert(ast.StringTerm("policy"), ast.NewTerm(policyValue(policy)))
 	}
 	if ft, ok := t.fileTools[req.GetToolName()]; ok {
-		in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(policy)))
-		paths, globs := pathsValue(ft, policy, req.GetArgs())
+		in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(ctx, policy)))
+		paths, globs := pathsValue(ctx, ft, policy, req.GetArgs())
 		in.Insert(ast.StringTerm("paths"), ast.NewTerm(paths))
 		in.Insert(ast.StringTerm("globs"), ast.NewTerm(globs))
 	} else {
 		in.Insert(ast.StringTerm("paths"), ast.ArrayTerm())
 	}
 	if names, ok := t.shellTools[req.GetToolName()]; ok {
-		cmd := analyzeCommand(context.Background(), t.shell, commands, names, req.GetArgs())
+		cmd := analyzeCommand(ctx, t.shell, commands, names, req.GetArgs())
 		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
 	}
 	return in
@@ -108,8 +109,8 @@ func policyValue(p *ExecutionPolicy) ast.Value {
 }
 
 // scopeValue resolves the policy's roots (symlinks in roots are followed
-// too); a root that does not resolve admits nothing.
-func scopeValue(p *ExecutionPolicy) ast.Value {
+// too, each distinct root once); a root that does not resolve admits nothing.
+func scopeValue(ctx context.Context, p *ExecutionPolicy) ast.Value {
 	o := ast.NewObject()
 	if p == nil {
 		return o
@@ -119,8 +120,13 @@ func scopeValue(p *ExecutionPolicy) ast.Value {
 			continue
 		}
 		resolved := make([]*ast.Term, 0, len(*roots))
+		seen := make(map[string]bool, len(*roots))
 		for _, r := range *roots {
-			if c, err := envguard.Resolve(p.Cwd, r); err == nil {
+			if seen[r] {
+				continue
+			}
+			seen[r] = true
+			if c, err := envguard.ResolveContext(ctx, p.Cwd, r); err == nil {
 				resolved = append(resolved, ast.StringTerm(c))
 			}
 		}
@@ -132,7 +138,7 @@ func scopeValue(p *ExecutionPolicy) ast.Value {
 // pathsValue resolves each path argument of a file tool (a call naming no
 // path works on the cwd) and the search globs that reach beyond it. Every
 // search glob is listed in globs too, for the protected names.
-func pathsValue(ft fileTool, p *ExecutionPolicy, args *structpb.Struct) (paths, globs ast.Value) {
+func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, args *structpb.Struct) (paths, globs ast.Value) {
 	cwd := ""
 	if p != nil {
 		cwd = p.Cwd
@@ -152,11 +158,11 @@ func pathsValue(ft fileTool, p *ExecutionPolicy, args *structpb.Struct) (paths, 
 		if name == "path" {
 			base = s.StringValue
 		}
-		resolved, err := envguard.Resolve(cwd, s.StringValue)
+		resolved, err := envguard.ResolveContext(ctx, cwd, s.StringValue)
 		out = append(out, pathTerm(name, ft.Access, s.StringValue, resolved, err))
 	}
 	if len(out) == 0 {
-		resolved, err := envguard.Resolve(cwd, cwd)
+		resolved, err := envguard.ResolveContext(ctx, cwd, cwd)
 		if cwd == "" {
 			err = errNoPath
 		}

@@ -1,11 +1,18 @@
 package pdp
 
 import (
+	"sort"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
+
+// DefaultMaxPendingBytes bounds the bytes the asks awaiting Confirm hold, and
+// separately those of the other recent decisions.
+const DefaultMaxPendingBytes = 8 << 20
 
 // PendingAsk is one decided call as Confirm and ReportResult find it: an
 // ask awaiting a person's answer, or an answered ask, an allow or a deny
@@ -29,6 +36,15 @@ type PendingAsk struct {
 	// generation of the snapshot that asked.
 	remember   rememberKey
 	generation uint64
+
+	seq uint64 // order of arrival: what a page token names
+}
+
+// size is what an entry costs the store: its strings plus a fixed overhead
+// for the struct, its map entry and its place in the order. A field added
+// to PendingAsk that can grow with the request must be counted here.
+func (a *PendingAsk) size() int64 {
+	return int64(len(a.Workspace)+len(a.DecisionID)+len(a.CallID)+len(a.AgentID)+len(a.SessionID)+len(a.ToolName)+len(a.Message)) + 320
 }
 
 // allowed: the call may run, by Decide or by a person's answer.
@@ -40,36 +56,92 @@ func (a *PendingAsk) allowed() bool {
 type callKey struct{ workspace, agent, session, callID string }
 
 // Pending remembers decided calls for Confirm and ReportResult: asks
-// awaiting an answer (at most max, each for at most ttl) and, apart from
-// them, the most recent max other decisions (allows to report on, denials
-// and answered asks), so that a flood of allows never pushes out an ask a
-// person is looking at. Both are bounded in number, the oldest going first;
-// each entry is a fixed set of strings bounded by the request limits.
+// awaiting an answer (each for at most ttl) and, apart from them, the most
+// recent other decisions (allows to report on, denials and answered asks),
+// so that a flood of allows never pushes out an ask a person is looking at.
+// Both are bounded in number and in bytes, the oldest going first.
 type Pending struct {
-	mu     sync.Mutex
-	asks   fifo
-	recent fifo
-	byCall map[callKey]string // the latest decision with that call id
-	ttl    time.Duration
+	mu      sync.Mutex
+	asks    fifo
+	recent  fifo
+	byCall  map[callKey]string // the latest decision with that call id
+	ttl     time.Duration
+	seq     uint64
+	evicted *prometheus.CounterVec // entries forgotten at a bound, by store and reason
 }
 
 // NewPending keeps at most max asks, each for at most ttl, and at most max
-// other recent decisions.
+// other recent decisions, each store in at most DefaultMaxPendingBytes (see
+// SetMaxBytes).
 func NewPending(max int, ttl time.Duration) *Pending {
-	return &Pending{asks: newFIFO(max), recent: newFIFO(max), byCall: map[callKey]string{}, ttl: ttl}
+	return &Pending{asks: newFIFO(max), recent: newFIFO(max), byCall: map[callKey]string{}, ttl: ttl,
+		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolpdp_pending_evicted_total",
+			Help: "Decided calls forgotten at a bound: store asks (awaiting an answer) or recent (others), reason entries (--max-pending), bytes (--max-pending-bytes) or expired (--pending-ttl).",
+		}, []string{"store", "reason"})}
 }
 
-// Add records a decided call.
+// SetMaxBytes bounds the bytes each store takes (n <= 0: the default).
+// Call it before use.
+func (p *Pending) SetMaxBytes(n int64) {
+	if n <= 0 {
+		n = DefaultMaxPendingBytes
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asks.maxBytes, p.recent.maxBytes = n, n
+}
+
+// Collectors are the store's metrics, for a registry.
+func (p *Pending) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{p.evicted,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_pending", Help: "Asks awaiting Confirm."},
+			func() float64 { p.mu.Lock(); defer p.mu.Unlock(); return float64(len(p.asks.m)) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_pending_bytes", Help: "Bytes the decided calls held for Confirm and ReportResult take (estimated)."},
+			func() float64 { p.mu.Lock(); defer p.mu.Unlock(); return float64(p.asks.bytes + p.recent.bytes) }),
+	}
+}
+
+// Add records a decided call. Expired asks go first; then the oldest of a
+// store while it is over either bound.
 func (p *Pending) Add(a *PendingAsk) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.seq++
+	a.seq = p.seq
 	if a.decision == pb.Decision_DECISION_ASK {
-		p.forget(p.asks.add(a))
+		p.expire(a.Created)
+		p.asks.add(a, p.evict("asks"))
 	} else {
-		p.forget(p.recent.add(a))
+		p.recent.add(a, p.evict("recent"))
 	}
 	if a.CallID != "" {
 		p.byCall[callKey{a.Workspace, a.AgentID, a.SessionID, a.CallID}] = a.DecisionID
+	}
+}
+
+// expire drops the asks older than the ttl from the front of the order.
+func (p *Pending) expire(now time.Time) {
+	for len(p.asks.order) > 0 {
+		oldest := p.asks.order[0]
+		if p.asks.held(oldest) && now.Sub(oldest.Created) <= p.ttl {
+			return
+		}
+		p.asks.order[0] = nil
+		p.asks.order = p.asks.order[1:]
+		if p.asks.held(oldest) {
+			p.asks.remove(oldest.DecisionID)
+			p.forget(oldest)
+			p.evicted.WithLabelValues("asks", "expired").Inc()
+		}
+	}
+}
+
+// evict is what happens to an entry a store drops at a bound.
+func (p *Pending) evict(store string) func(*PendingAsk, string) {
+	return func(a *PendingAsk, reason string) {
+		p.forget(a)
+		p.evicted.WithLabelValues(store, reason).Inc()
 	}
 }
 
@@ -116,7 +188,7 @@ func (p *Pending) Answer(id, workspace string, answer pb.Decision, now time.Time
 			return nil, expired, false
 		}
 		a.answer = answer
-		p.forget(p.recent.add(a))
+		p.recent.add(a, p.evict("recent"))
 		return a, found, true
 	}
 	if a := p.recent.get(id); a != nil && a.Workspace == workspace {
@@ -145,17 +217,27 @@ func (p *Pending) Report(id, workspace string) (*PendingAsk, lookup, bool) {
 	return a, found, true
 }
 
-// List returns workspace's asks still waiting, oldest first.
-func (p *Pending) List(workspace string, now time.Time) []PendingAsk {
+// Page returns up to limit of workspace's asks still waiting, oldest first,
+// that arrived after the ask a page token names (after 0: from the first)
+// and belong to agentID ("" for all), and the token of the next page (0 on
+// the last).
+func (p *Pending) Page(workspace, agentID string, after uint64, limit int, now time.Time) ([]PendingAsk, uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]PendingAsk, 0, len(p.asks.m))
-	for _, id := range p.asks.order {
-		if a, ok := p.asks.m[id]; ok && a.Workspace == workspace && now.Sub(a.Created) <= p.ttl {
-			out = append(out, *a)
+	order := p.asks.order
+	i := sort.Search(len(order), func(i int) bool { return order[i].seq > after })
+	var out []PendingAsk
+	for ; i < len(order); i++ {
+		a := order[i]
+		if !p.asks.held(a) || a.Workspace != workspace || now.Sub(a.Created) > p.ttl || (agentID != "" && a.AgentID != agentID) {
+			continue
 		}
+		if len(out) == limit {
+			return out, out[len(out)-1].seq
+		}
+		out = append(out, *a)
 	}
-	return out
+	return out, 0
 }
 
 // DropSession forgets the decisions of an ended session.
@@ -172,39 +254,59 @@ func (p *Pending) DropSession(workspace, agentID, sessionID string) {
 	}
 }
 
-// fifo is a map bounded in entries, the oldest evicted first.
+// fifo is a map bounded in entries and bytes, the oldest evicted first.
 type fifo struct {
-	m     map[string]*PendingAsk
-	order []string // insertion order; may hold removed ids until compacted
-	max   int
+	m        map[string]*PendingAsk
+	order    []*PendingAsk // arrival order (seq ascending); may hold removed entries until compacted
+	max      int
+	maxBytes int64
+	bytes    int64
 }
 
-func newFIFO(max int) fifo { return fifo{m: map[string]*PendingAsk{}, max: max} }
+func newFIFO(max int) fifo {
+	return fifo{m: map[string]*PendingAsk{}, max: max, maxBytes: DefaultMaxPendingBytes}
+}
 
 func (f *fifo) get(id string) *PendingAsk { return f.m[id] }
 
-func (f *fifo) remove(id string) { delete(f.m, id) }
+// held reports whether a is still in the store (not removed or replaced).
+func (f *fifo) held(a *PendingAsk) bool { return f.m[a.DecisionID] == a }
 
-// add inserts a, evicting and returning the oldest entry at the bound.
-func (f *fifo) add(a *PendingAsk) (evicted *PendingAsk) {
-	for len(f.m) >= f.max && len(f.order) > 0 {
-		id := f.order[0]
-		f.order = f.order[1:]
-		if old, ok := f.m[id]; ok {
-			delete(f.m, id)
-			evicted = old
-		}
+func (f *fifo) remove(id string) {
+	if a, ok := f.m[id]; ok {
+		delete(f.m, id)
+		f.bytes -= a.size()
 	}
+}
+
+// add inserts a, then evicts the oldest entries while the store is over
+// either bound (the one just added stays, however large).
+func (f *fifo) add(a *PendingAsk, evicted func(*PendingAsk, string)) {
+	f.remove(a.DecisionID)
 	f.m[a.DecisionID] = a
-	f.order = append(f.order, a.DecisionID)
-	if len(f.order) > 2*f.max { // removed ids linger in order; compact now and then
-		kept := f.order[:0]
-		for _, id := range f.order {
-			if _, ok := f.m[id]; ok {
-				kept = append(kept, id)
+	f.order = append(f.order, a)
+	f.bytes += a.size()
+	for len(f.order) > 1 && (len(f.m) > f.max || f.bytes > f.maxBytes) {
+		old := f.order[0]
+		f.order[0] = nil
+		f.order = f.order[1:]
+		if !f.held(old) {
+			continue
+		}
+		reason := "bytes"
+		if len(f.m) > f.max {
+			reason = "entries"
+		}
+		f.remove(old.DecisionID)
+		evicted(old, reason)
+	}
+	if len(f.order) > 2*len(f.m)+64 { // removed entries linger in order; compact now and then
+		kept := make([]*PendingAsk, 0, len(f.m))
+		for _, e := range f.order {
+			if f.held(e) {
+				kept = append(kept, e)
 			}
 		}
 		f.order = kept
 	}
-	return evicted
 }

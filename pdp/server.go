@@ -43,6 +43,10 @@ type ServerConfig struct {
 	// SeparateApprover: Confirm and ListPending are served only on
 	// connections of an ApproverListener (serve --confirm-listen).
 	SeparateApprover bool
+
+	// MaxInflightBytes bounds the encoded bytes of Decide requests being
+	// decided at once; DefaultMaxInflightBytes when 0.
+	MaxInflightBytes int64
 }
 
 // Server is the gRPC face of an Engine.
@@ -52,20 +56,24 @@ type Server struct {
 	loader *Loader
 	health *health.Server
 	cfg    ServerConfig
+
+	inflight *byteGate // bytes of Decide requests being decided
 }
 
 // NewServer builds the gRPC server: the decision service, health, reflection
 // and one interceptor chain. Health stays NOT_SERVING until MarkServing.
 func NewServer(engine *Engine, loader *Loader, cfg ServerConfig) (*grpc.Server, *Server, error) {
-	s := &Server{engine: engine, loader: loader, health: health.NewServer(), cfg: cfg}
+	s := &Server{engine: engine, loader: loader, health: health.NewServer(), cfg: cfg, inflight: newByteGate(cfg.MaxInflightBytes)}
 	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 		grpcprom.WithHistogramBuckets([]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .25, 1}),
 	))
-	if err := cfg.Registerer.Register(metrics); err != nil {
-		return nil, nil, fmt.Errorf("register gRPC metrics: %w", err)
+	for _, c := range append(s.inflight.collectors(), metrics) {
+		if err := cfg.Registerer.Register(c); err != nil {
+			return nil, nil, fmt.Errorf("register gRPC metrics: %w", err)
+		}
 	}
 	opts := []grpc.ServerOption{
-		grpc.ForceServerCodecV2(newUTF8Codec()),
+		grpc.ForceServerCodecV2(newUTF8Codec(s.inflight)),
 		grpc.MaxRecvMsgSize(cfg.MaxArgsBytes + 64<<10),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(s.chain(metrics)...),
@@ -84,6 +92,7 @@ func NewServer(engine *Engine, loader *Loader, cfg ServerConfig) (*grpc.Server, 
 }
 
 // chain is the one interceptor chain every call passes, outermost first:
+//   - the bytes a Decide request held while decided are released at its end;
 //   - recovery: a panic in an interceptor itself becomes INTERNAL;
 //   - metrics, then logging: they see every call, panics included, because
 //   - recovery again, innermost, turns a handler's panic into INTERNAL
@@ -101,6 +110,7 @@ func (s *Server) chain(metrics *grpcprom.ServerMetrics) []grpc.UnaryServerInterc
 		return c.FullMethod() != healthpb.Health_Check_FullMethodName
 	})
 	chain := []grpc.UnaryServerInterceptor{
+		s.releaseInflight,
 		recovery.UnaryServerInterceptor(onPanic),
 		metrics.UnaryServerInterceptor(),
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(s.cfg.Logger),
@@ -133,11 +143,24 @@ func slogAdapter(l *slog.Logger) logging.Logger {
 	})
 }
 
+// releaseInflight frees, once the call is over, what the codec's
+// bytes-in-flight gate admitted for its request.
+func (s *Server) releaseInflight(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	defer s.inflight.release(req)
+	return next(ctx, req)
+}
+
 // validate rejects malformed requests with INVALID_ARGUMENT naming the field.
 func (s *Server) validate(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
 	if m, ok := req.(proto.Message); ok {
 		if field, bad := markedInvalidUTF8(m); bad {
 			return nil, status.Errorf(codes.InvalidArgument, "%s: %v", field, errInvalidUTF8)
+		}
+		if markedOverloaded(m) {
+			return nil, status.Errorf(codes.ResourceExhausted, "more than %d bytes of requests are being decided; try again", s.inflight.max)
+		}
+		if field, bad := markedTooDeep(m); bad {
+			return nil, status.Errorf(codes.InvalidArgument, "%s: nested deeper than protobuf decodes (more than %d levels is refused)", field, MaxArgsDepth)
 		}
 	}
 	var err error
@@ -186,7 +209,7 @@ func (s *Server) checkDecide(r *pb.DecideRequest) error {
 	if _, ok := pb.Category_name[int32(r.GetCategory())]; !ok {
 		return fmt.Errorf("category: %d is not a known category", r.GetCategory())
 	}
-	return nil
+	return checkBounds(r)
 }
 
 // MarkServing sets health to SERVING (a snapshot is loaded) or NOT_SERVING.
@@ -241,8 +264,12 @@ func (s *Server) EndSession(ctx context.Context, req *pb.EndSessionRequest) (*pb
 
 // ListPending implements DecisionService.
 func (s *Server) ListPending(ctx context.Context, req *pb.ListPendingRequest) (*pb.ListPendingResponse, error) {
-	out := &pb.ListPendingResponse{}
-	for _, a := range s.engine.ListPending(ctx, req.GetAgentId()) {
+	asks, next, err := s.engine.ListPending(ctx, req.GetAgentId(), req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.ListPendingResponse{NextPageToken: next}
+	for _, a := range asks {
 		out.Asks = append(out.Asks, &pb.PendingAsk{DecisionId: a.DecisionID, AgentId: a.AgentID, SessionId: a.SessionID,
 			ToolName: a.ToolName, Message: a.Message, CreatedUnixNanos: a.Created.UnixNano(), CallId: a.CallID})
 	}

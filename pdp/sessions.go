@@ -19,6 +19,7 @@ type session struct {
 	agent    *Agent // pinned definition; nil until the agent is known
 	denials  int    // consecutive failures: denials and reported errors
 	reported bool   // the agent has reported a result: then only a reported success resets denials
+	bytes    int64  // what the session holds, as charged (see charge)
 	lastUsed time.Time
 	elem     *list.Element
 
@@ -37,25 +38,74 @@ type remembered struct {
 // the one that expires first is dropped.
 const MaxRememberedPerSession = 64
 
-// Sessions holds session state, bounded in number (the longest idle are
-// evicted first) and in idle time.
+// rememberedSize is what one remembered approval costs its session: a
+// fixed-size key and its map entry.
+const rememberedSize = 96
+
+// DefaultMaxSessionBytes bounds the bytes all sessions hold together.
+const DefaultMaxSessionBytes = 16 << 20
+
+// sessionOverhead is what a session costs beyond its ids: the struct, its
+// list element and map entry. Pinned definitions are shared with the
+// snapshot that loaded them and are not counted per session.
+const sessionOverhead = 320
+
+// Sessions holds session state, bounded in number and in bytes (the
+// longest idle are evicted first at either bound) and in idle time.
 type Sessions struct {
-	mu      sync.Mutex
-	byKey   map[sessionKey]*session
-	lru     *list.List // front: most recently used
-	max     int
-	idle    time.Duration
-	evicted prometheus.Counter // sessions released at the bound
+	mu       sync.Mutex
+	byKey    map[sessionKey]*session
+	lru      *list.List // front: most recently used
+	max      int
+	maxBytes int64
+	bytes    int64
+	idle     time.Duration
+	evicted  prometheus.Counter // sessions released at a bound
 }
 
 // NewSessions returns a store of at most max sessions, each released after
-// idle without use.
+// idle without use, holding at most DefaultMaxSessionBytes (see SetMaxBytes).
 func NewSessions(max int, idle time.Duration) *Sessions {
-	return &Sessions{byKey: map[sessionKey]*session{}, lru: list.New(), max: max, idle: idle,
+	return &Sessions{byKey: map[sessionKey]*session{}, lru: list.New(), max: max, maxBytes: DefaultMaxSessionBytes, idle: idle,
 		evicted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolpdp_sessions_evicted_total",
-			Help: "Sessions released because --max-sessions was reached (the longest idle first).",
+			Help: "Sessions released because --max-sessions or --max-session-bytes was reached (the longest idle first).",
 		})}
+}
+
+// SetMaxBytes bounds the bytes all sessions hold (n <= 0: the default).
+// Call it before use.
+func (s *Sessions) SetMaxBytes(n int64) {
+	if n <= 0 {
+		n = DefaultMaxSessionBytes
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxBytes = n
+}
+
+// charge adds delta bytes to what session ss holds (a negative delta
+// releases them) and keeps the store under its byte bound by releasing the
+// longest idle other sessions. It reports false, changing nothing, when ss
+// alone would exceed the bound: the caller must then not keep what it was
+// charging for. Everything a session keeps that grows with requests —
+// remembered approvals, say — must be charged here when added and released
+// here when dropped. Callers hold mu.
+func (s *Sessions) charge(ss *session, delta int64) bool {
+	if delta > 0 && ss.bytes+delta > s.maxBytes {
+		return false
+	}
+	ss.bytes += delta
+	s.bytes += delta
+	for s.bytes > s.maxBytes {
+		oldest := s.lru.Back().Value.(*session)
+		if oldest == ss {
+			oldest = s.lru.Back().Prev().Value.(*session) // ss alone fits, so another is there
+		}
+		s.remove(oldest)
+		s.evicted.Inc()
+	}
+	return true
 }
 
 // Collectors are the store's metrics, for a registry.
@@ -63,7 +113,10 @@ func (s *Sessions) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.evicted, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "toolpdp_sessions",
 		Help: "Sessions held (pinned definitions and denial counts).",
-	}, func() float64 { return float64(s.Len()) })}
+	}, func() float64 { return float64(s.Len()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "toolpdp_sessions_bytes",
+		Help: "Bytes the sessions hold (estimated; bounded by --max-session-bytes).",
+	}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(s.bytes) })}
 }
 
 // Pin returns the agent definition the session started with, pinning
@@ -138,6 +191,7 @@ func (s *Sessions) Remember(workspace, agentID, sessionID string, key rememberKe
 	for k, r := range ss.remembered { // expired or of an older policy: gone
 		if r.generation != generation || !now.Before(r.expires) {
 			delete(ss.remembered, k)
+			s.charge(ss, -rememberedSize)
 		}
 	}
 	if _, ok := ss.remembered[key]; !ok && len(ss.remembered) >= MaxRememberedPerSession {
@@ -149,6 +203,10 @@ func (s *Sessions) Remember(workspace, agentID, sessionID string, key rememberKe
 			}
 		}
 		delete(ss.remembered, first)
+		s.charge(ss, -rememberedSize)
+	}
+	if _, ok := ss.remembered[key]; !ok && !s.charge(ss, rememberedSize) {
+		return // the session is at the byte bound: the approval is not remembered
 	}
 	ss.remembered[key] = remembered{generation: generation, expires: expires}
 }
@@ -219,10 +277,13 @@ func (s *Sessions) touch(k sessionKey, now time.Time) *session {
 	ss = &session{key: k, lastUsed: now}
 	ss.elem = s.lru.PushFront(ss)
 	s.byKey[k] = ss
+	// Ids are bounded (MaxIDBytes), so a new session always fits alone.
+	s.charge(ss, int64(2*(len(k.workspace)+len(k.agent)+len(k.session))+sessionOverhead))
 	return ss
 }
 
 func (s *Sessions) remove(ss *session) {
 	s.lru.Remove(ss.elem)
 	delete(s.byKey, ss.key)
+	s.bytes -= ss.bytes
 }

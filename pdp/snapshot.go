@@ -36,6 +36,7 @@ type Snapshot struct {
 	generation uint64 // set by Engine.Swap: one per activation
 
 	query    rego.PreparedEvalQuery
+	logMask  *logPolicy // the bundle's decision-log mask policy; nil: none
 	compiler *ast.Compiler
 	store    storage.Store
 	modules  map[string]*ast.Module
@@ -165,6 +166,9 @@ func NewSnapshot(ctx context.Context, bundles []*Bundle, now time.Time) (*Snapsh
 		return nil, err
 	}
 	if err := s.index(ctx, merged); err != nil {
+		return nil, err
+	}
+	if s.logMask, err = prepareLogPolicy(ctx, s); err != nil {
 		return nil, err
 	}
 	revs := make([]string, 0, len(s.Bundles))
@@ -459,5 +463,5 @@ func (s *Snapshot) Input(req *pb.DecideRequest) ast.Value {
 	if id == "" {
 		id = DefaultAgent
 	}
-	return buildInput(s, id, s.agents[id], req)
+	return buildInput(context.Background(), s, id, s.agents[id], req)
 }

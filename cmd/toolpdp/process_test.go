@@ -66,7 +66,13 @@ func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(
 
 func start(t *testing.T, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(binary(t), args...), stderr: &syncBuf{}, done: make(chan struct{})}
+	return startBinary(t, binary(t), args...)
+}
+
+// startBinary runs bin with args, killed at the end of the test.
+func startBinary(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(bin, args...), stderr: &syncBuf{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

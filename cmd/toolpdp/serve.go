@@ -41,9 +41,13 @@ type serveConfig struct {
 	socketMode       string
 	evalTimeout      time.Duration
 	maxArgsBytes     int
+	maxInflight      int64
 	maxSessions      int
 	sessionIdle      time.Duration
 	maxPending       int
+	maxPendingBytes  int64
+	maxSessionBytes  int64
+	logQueueBytes    int64
 	pendingTTL       time.Duration
 	rememberTTL      time.Duration
 	debounce         time.Duration
@@ -78,9 +82,12 @@ func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
 	fs.StringVar(&c.socketMode, "unix-socket-mode", "0660", "file mode of unix sockets: who may ask")
 	fs.DurationVar(&c.evalTimeout, "eval-timeout", 100*time.Millisecond, "bound on one policy evaluation; past it the call is denied")
 	fs.IntVar(&c.maxArgsBytes, "max-args-bytes", 1<<20, "bound on a request's encoded args; larger is INVALID_ARGUMENT")
+	fs.Int64Var(&c.maxInflight, "max-inflight-bytes", pdp.DefaultMaxInflightBytes, "encoded bytes of Decide requests decided at once; more wait, and past 5s are RESOURCE_EXHAUSTED")
 	fs.IntVar(&c.maxSessions, "max-sessions", 10000, "sessions held at most; the longest idle are released first")
 	fs.DurationVar(&c.sessionIdle, "session-idle-timeout", time.Hour, "a session unused this long is released")
 	fs.IntVar(&c.maxPending, "max-pending", 10000, "asks awaiting Confirm held at most")
+	fs.Int64Var(&c.maxPendingBytes, "max-pending-bytes", pdp.DefaultMaxPendingBytes, "bytes the asks awaiting Confirm hold at most; the oldest are forgotten first")
+	fs.Int64Var(&c.maxSessionBytes, "max-session-bytes", pdp.DefaultMaxSessionBytes, "bytes the sessions hold at most; the longest idle are released first")
 	fs.DurationVar(&c.pendingTTL, "pending-ttl", time.Hour, "an ask not confirmed within this is forgotten")
 	fs.DurationVar(&c.rememberTTL, "remember-ttl", pdp.DefaultRememberTTL, "a remembered approval (Confirm with remember) holds this long at most; it also ends with its session and with any reload")
 	fs.DurationVar(&c.debounce, "watch-debounce", 200*time.Millisecond, "file events closer than this give one reload")
@@ -90,10 +97,11 @@ func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.decisionLog, "decision-log", "stdout", "where decisions are logged as JSON lines: stdout, off, or a file path (rotated by size)")
 	fs.IntVar(&c.logQueue, "decision-log-queue", 10000, "decisions waiting to be written at most")
+	fs.Int64Var(&c.logQueueBytes, "decision-log-queue-bytes", pdp.DefaultLogQueueBytes, "memory the queued decisions hold at most (estimated)")
 	fs.StringVar(&c.logWhenFull, "decision-log-when-full", "drop", "when the queue is full: drop (and count in toolpdp_decision_log_dropped_total) or block")
 	fs.IntVar(&c.logMaxMB, "decision-log-max-mb", 100, "a decision-log file is rotated past this size")
 	fs.IntVar(&c.logMaxBackups, "decision-log-max-backups", 5, "rotated decision-log files kept")
-	fs.StringVar(&c.logRedact, "decision-log-redact", strings.Join(pdp.DefaultRedact, ","), "env and args names to mask in the decision log (comma-separated; a name containing one is masked)")
+	fs.StringVar(&c.logRedact, "decision-log-redact", strings.Join(pdp.DefaultRedact, ","), "names whose values the decision log masks, in env, args and NAME=value text (comma-separated; 5+ letters: a name containing one; shorter: a whole word)")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate: serve gRPC over TLS (with --tls-key)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA bundle: require client certificates signed by it (mTLS); a certificate's Common Name is its workspace")
@@ -131,9 +139,13 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	}
 	defer dlog.Close() // after the server has stopped: flushes what is queued
 	sessions := pdp.NewSessions(c.maxSessions, c.sessionIdle)
+	sessions.SetMaxBytes(c.maxSessionBytes)
 	reg.MustRegister(sessions.Collectors()...)
+	pending := pdp.NewPending(c.maxPending, c.pendingTTL)
+	pending.SetMaxBytes(c.maxPendingBytes)
+	reg.MustRegister(pending.Collectors()...)
 	engine := pdp.NewEngine(pdp.EngineConfig{Logger: log, EvalTimeout: c.evalTimeout, Sessions: sessions,
-		Pending: pdp.NewPending(c.maxPending, c.pendingTTL), DecisionLog: dlog, RememberTTL: c.rememberTTL})
+		Pending: pending, DecisionLog: dlog, RememberTTL: c.rememberTTL})
 	vc, err := verification(c.verifyKey, c.verifyKeyID, c.verifyAlg)
 	if err != nil {
 		return err
@@ -155,7 +167,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	srv, s, err := pdp.NewServer(engine, loader, pdp.ServerConfig{MaxArgsBytes: c.maxArgsBytes, Logger: log, Registerer: reg,
+	srv, s, err := pdp.NewServer(engine, loader, pdp.ServerConfig{MaxArgsBytes: c.maxArgsBytes, MaxInflightBytes: c.maxInflight, Logger: log, Registerer: reg,
 		Creds: creds, Workspaces: workspaces, SeparateApprover: len(c.confirmListens) > 0})
 	if err != nil {
 		return err
@@ -336,7 +348,7 @@ func decisionLog(c *serveConfig, log *slog.Logger, reg prometheus.Registerer) (*
 			redact = append(redact, r)
 		}
 	}
-	return pdp.NewDecisionLog(pdp.DecisionLogConfig{Writer: w, QueueSize: c.logQueue, Block: c.logWhenFull == "block",
+	return pdp.NewDecisionLog(pdp.DecisionLogConfig{Writer: w, QueueSize: c.logQueue, QueueBytes: c.logQueueBytes, Block: c.logWhenFull == "block",
 		Redact: redact, Logger: log, Registerer: reg})
 }
 

@@ -52,20 +52,29 @@ func pending(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	var resp *pb.ListPendingResponse
-	err := call(ctx, *addr, func(ctx context.Context, c pb.DecisionServiceClient) (err error) {
-		resp, err = c.ListPending(ctx, &pb.ListPendingRequest{AgentId: *agent})
-		return err
+	var asks []*pb.PendingAsk
+	err := call(ctx, *addr, func(ctx context.Context, c pb.DecisionServiceClient) error {
+		req := &pb.ListPendingRequest{AgentId: *agent, PageSize: 1000}
+		for {
+			resp, err := c.ListPending(ctx, req)
+			if err != nil {
+				return err
+			}
+			asks = append(asks, resp.Asks...)
+			if req.PageToken = resp.NextPageToken; req.PageToken == "" {
+				return nil
+			}
+		}
 	})
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	for _, a := range resp.Asks {
+	for _, a := range asks {
 		waited := now.Sub(time.Unix(0, a.CreatedUnixNanos)).Round(time.Second)
 		fmt.Fprintf(stdout, "%s\tagent=%s\tsession=%s\ttool=%s\twaiting=%s\t%s\n", a.DecisionId, a.AgentId, a.SessionId, a.ToolName, waited, a.Message)
 	}
-	fmt.Fprintf(stdout, "%d waiting\n", len(resp.Asks))
+	fmt.Fprintf(stdout, "%d waiting\n", len(asks))
 	return nil
 }
 

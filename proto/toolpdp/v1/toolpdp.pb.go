@@ -1164,7 +1164,9 @@ func (x *BundleStatus) GetRevision() string {
 
 type ListPendingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"` // only this agent's; "" for all
+	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`       // only this agent's; "" for all
+	PageSize      int32                  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`   // asks per page: 0 means 100; more than 1000 means 1000
+	PageToken     string                 `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"` // next_page_token of the previous page; "" for the first
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1206,9 +1208,24 @@ func (x *ListPendingRequest) GetAgentId() string {
 	return ""
 }
 
+func (x *ListPendingRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPendingRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListPendingResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Asks          []*PendingAsk          `protobuf:"bytes,1,rep,name=asks,proto3" json:"asks,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"` // "" on the last page
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1248,6 +1265,13 @@ func (x *ListPendingResponse) GetAsks() []*PendingAsk {
 		return x.Asks
 	}
 	return nil
+}
+
+func (x *ListPendingResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // PendingAsk is an ask decision no person has answered yet.
@@ -1436,11 +1460,15 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x11loaded_unix_nanos\x18\x04 \x01(\x03R\x0floadedUnixNanos\">\n" +
 	"\fBundleStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\tR\brevision\"/\n" +
+	"\brevision\x18\x02 \x01(\tR\brevision\"k\n" +
 	"\x12ListPendingRequest\x12\x19\n" +
-	"\bagent_id\x18\x01 \x01(\tR\aagentId\"A\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"i\n" +
 	"\x13ListPendingResponse\x12*\n" +
-	"\x04asks\x18\x01 \x03(\v2\x16.toolpdp.v1.PendingAskR\x04asks\"\xe5\x01\n" +
+	"\x04asks\x18\x01 \x03(\v2\x16.toolpdp.v1.PendingAskR\x04asks\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xe5\x01\n" +
 	"\n" +
 	"PendingAsk\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +

@@ -49,7 +49,8 @@ type DecisionServiceClient interface {
 	EndSession(ctx context.Context, in *EndSessionRequest, opts ...grpc.CallOption) (*EndSessionResponse, error)
 	// Status reports the active policy revision and the last reload error.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
-	// ListPending lists the asks still waiting for a person, oldest first.
+	// ListPending lists the asks still waiting for a person, oldest first,
+	// a page at a time.
 	ListPending(ctx context.Context, in *ListPendingRequest, opts ...grpc.CallOption) (*ListPendingResponse, error)
 }
 
@@ -139,7 +140,8 @@ type DecisionServiceServer interface {
 	EndSession(context.Context, *EndSessionRequest) (*EndSessionResponse, error)
 	// Status reports the active policy revision and the last reload error.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
-	// ListPending lists the asks still waiting for a person, oldest first.
+	// ListPending lists the asks still waiting for a person, oldest first,
+	// a page at a time.
 	ListPending(context.Context, *ListPendingRequest) (*ListPendingResponse, error)
 	mustEmbedUnimplementedDecisionServiceServer()
 }

@@ -12,6 +12,7 @@
 # of messages; each message becomes a reason. Nothing else there is read.
 package toolpdp.guardrails
 
+import data.toolpdp.text
 import rego.v1
 
 # Shell commands: input.command is envguard's analysis of a shell tool's
@@ -21,19 +22,19 @@ import rego.v1
 # matched in Go beside the parser (program with any version suffix, options
 # in any grouping and order, words anywhere); certain is false when a match
 # needs a word known only at run time ($f, a glob), which asks, never denies.
-reasons contains reason("deny_commands", "deny", sprintf("command %q is denied by guardrail deny_commands[%q]; do not run it, nor wrap, chain or disguise it", [concat(" ", m.argv), m.rule])) if {
+reasons contains reason("deny_commands", "deny", sprintf("command %q is denied by guardrail deny_commands[%q]; do not run it, nor wrap, chain or disguise it", [text.clip(concat(" ", m.argv)), m.rule])) if {
 	some m in input.command.matches
 	m.list == "deny"
 	m.certain
 }
 
-reasons contains reason("deny_commands", "ask", sprintf("command %q may be denied by guardrail deny_commands[%q] once its words are known at run time: a person must confirm it", [concat(" ", m.argv), m.rule])) if {
+reasons contains reason("deny_commands", "ask", sprintf("command %q may be denied by guardrail deny_commands[%q] once its words are known at run time: a person must confirm it", [text.clip(concat(" ", m.argv)), m.rule])) if {
 	some m in input.command.matches
 	m.list == "deny"
 	not m.certain
 }
 
-reasons contains reason("ask_commands", "ask", sprintf("command %q needs a person's confirmation (guardrail ask_commands[%q])", [concat(" ", m.argv), m.rule])) if {
+reasons contains reason("ask_commands", "ask", sprintf("command %q needs a person's confirmation (guardrail ask_commands[%q])", [text.clip(concat(" ", m.argv)), m.rule])) if {
 	some m in input.command.matches
 	m.list == "ask"
 }
@@ -44,12 +45,12 @@ reasons contains reason("ask_commands", "ask", sprintf("command %q needs a perso
 # option it does not know, a program computed at run time), a command that
 # cannot be parsed, and a shell-tool call with no command at all. With no
 # command rule there is nothing to protect, and none of these is asked.
-reasons contains reason("unseen_execution", "ask", sprintf("command %q runs code toolpdp cannot check (%s): a person must confirm it", [u.text, u.construct])) if {
+reasons contains reason("unseen_execution", "ask", sprintf("command %q runs code toolpdp cannot check (%s): a person must confirm it", [text.clip(u.text), u.construct])) if {
 	input.command.guarded
 	some u in input.command.unseen
 }
 
-reasons contains reason("unseen_execution", "ask", sprintf("the command cannot be checked (%s): a person must confirm it", [input.command.error])) if {
+reasons contains reason("unseen_execution", "ask", sprintf("the command cannot be checked (%s): a person must confirm it", [text.clip(input.command.error)])) if {
 	input.command.guarded
 	input.command.error != ""
 }
@@ -65,7 +66,7 @@ reasons contains reason("unseen_execution", "ask", sprintf("%s was called with n
 # data.guardrails or the agent's guardrails) bind reads as well (.env holds
 # secrets). Names compare without regard to case: case-insensitive file
 # systems exist, where .GIT/config is .git/config.
-reasons contains reason("protected_paths", "deny", sprintf("writing %q is denied: %q is a protected path (version control or agent configuration)", [p.raw, name])) if {
+reasons contains reason("protected_paths", "deny", sprintf("writing %q is denied: %q is a protected path (version control or agent configuration)", [text.clip(p.raw), name])) if {
 	some p in input.paths
 	p.access == "write"
 	some name in input.guardrails.protected
@@ -74,7 +75,7 @@ reasons contains reason("protected_paths", "deny", sprintf("writing %q is denied
 	protected(candidate, name)
 }
 
-reasons contains reason("protected_paths", "deny", sprintf("reading %q is denied: %q is a protected path", [p.raw, name])) if {
+reasons contains reason("protected_paths", "deny", sprintf("reading %q is denied: %q is a protected path", [text.clip(p.raw), name])) if {
 	some p in input.paths
 	p.access == "read"
 	some name in object.get(input.guardrails, "protected_reads", [])

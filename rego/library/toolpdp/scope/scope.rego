@@ -8,6 +8,7 @@
 # as written.
 package toolpdp.scope
 
+import data.toolpdp.text
 import rego.v1
 
 tables := data.toolpdp.tables
@@ -17,14 +18,14 @@ default policy := {}
 policy := input.policy
 
 # A path that cannot be a path (NUL byte, not a string) is refused anywhere.
-reasons contains deny(sprintf("paths.%s", [p.arg]), sprintf("%s is not a valid path: %s", [describe(p), p.error])) if {
+reasons contains deny(sprintf("paths.%s", [p.arg]), sprintf("%s is not a valid path: %s", [describe(p), text.clip(p.error)])) if {
 	some p in input.paths
 	p.error_kind == "invalid"
 }
 
 # A path that could not be resolved (a relative path with no cwd, a symlink
 # loop) cannot be checked, so it is refused where a scope applies.
-reasons contains deny(sprintf("%s_paths", [p.access]), sprintf("%s cannot be checked against %s_paths: %s", [describe(p), p.access, p.error])) if {
+reasons contains deny(sprintf("%s_paths", [p.access]), sprintf("%s cannot be checked against %s_paths: %s", [describe(p), p.access, text.clip(p.error)])) if {
 	some p in input.paths
 	p.error_kind == "unresolved"
 	input.scope[p.access]
@@ -37,13 +38,13 @@ reasons contains deny(sprintf("%s_paths", [p.access]), msg) if {
 	not inside_any(p.resolved, roots)
 	msg := sprintf("%s %s is outside the allowed %s_paths %v: %s only inside them", [
 		p.access, describe(p), p.access,
-		object.get(policy, sprintf("%s_paths", [p.access]), roots), p.access,
+		text.clip(sprintf("%v", [object.get(policy, sprintf("%s_paths", [p.access]), roots)])), p.access,
 	])
 }
 
-describe(p) := sprintf("path %q (resolved: %q)", [p.raw, p.resolved]) if p.resolved != ""
+describe(p) := sprintf("path %q (resolved: %q)", [text.clip(p.raw), text.clip(p.resolved)]) if p.resolved != ""
 
-describe(p) := sprintf("path %q", [p.raw]) if p.resolved == ""
+describe(p) := sprintf("path %q", [text.clip(p.raw)]) if p.resolved == ""
 
 inside_any(path, roots) if {
 	some root in roots
