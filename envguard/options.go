@@ -41,10 +41,10 @@ func (s *optSpec) scan(args []word) (opts []opt, rest int, unknown string) {
 	for i < len(args) {
 		a := args[i]
 		if a.kind != literal {
-			if a.kind == opaque || strings.HasPrefix(a.text, "-") {
+			if a.kind == opaque && !a.home || strings.HasPrefix(a.text, "-") {
 				return opts, i, a.text
 			}
-			return opts, i, ""
+			return opts, i, "" // a path under ~, or a glob: an operand
 		}
 		t := a.text
 		switch {

@@ -1,6 +1,7 @@
 package envguard
 
 import (
+	"regexp"
 	"strings"
 )
 
@@ -73,8 +74,8 @@ func (t *Tables) compileRule(list, text string) (rule, bool) {
 	return c, true
 }
 
-// alias maps a long option (or a unique-enough abbreviation of one, as
-// getopt_long accepts) to its short letter.
+// alias maps a long option, or an abbreviation of one as getopt_long
+// accepts (`--r` for `--recursive`), to its short letter.
 func (t *Tables) alias(program, long string) (byte, bool) {
 	long, _, _ = strings.Cut(long, "=")
 	for prog, m := range t.OptionAliases {
@@ -84,7 +85,7 @@ func (t *Tables) alias(program, long string) (byte, bool) {
 		if s, ok := m[long]; ok {
 			return lower(s[1]), true
 		}
-		if len(long) < 4 {
+		if len(long) < 3 {
 			continue
 		}
 		for full, s := range m {
@@ -105,18 +106,17 @@ func lower(c byte) byte {
 
 // sameProgram reports whether a program name is the rule's program: by
 // name, without regard to case, or followed by a version suffix of digits
-// and dots (python matches python3 and python3.12; pip matches pip3).
+// and dots (python matches python3 and python3.12; pip matches pip3), with
+// the build flags interpreters add (python3.7m, python3.13t) and a debug
+// build's -dbg.
 func sameProgram(name, program string) bool {
 	if len(name) < len(program) || !strings.EqualFold(name[:len(program)], program) {
 		return false
 	}
-	for i := len(program); i < len(name); i++ {
-		if c := name[i]; !(c >= '0' && c <= '9' || c == '.') {
-			return false
-		}
-	}
-	return true
+	return versionSuffix.MatchString(strings.ToLower(name[len(program):]))
 }
+
+var versionSuffix = regexp.MustCompile(`^([0-9][0-9.]*[a-z]{0,2})?(-dbg|-debug)?$`)
 
 // Match returns every rule that matches a leaf of the analysis.
 func (r *Rules) Match(t *Tables, a *Analysis) []Match {

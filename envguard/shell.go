@@ -167,6 +167,10 @@ func (a *analyzer) script(cmd string, depth int, _ *syntax.Stmt) error {
 			a.arithm(cmd, n, n.X)
 		case *syntax.ArithmCmd:
 			a.arithm(cmd, n, n.X)
+		case *syntax.CStyleLoop:
+			a.arithm(cmd, n, n.Init)
+			a.arithm(cmd, n, n.Cond)
+			a.arithm(cmd, n, n.Post)
 		case *syntax.LetClause:
 			for _, x := range n.Exprs {
 				a.arithm(cmd, n, x)
@@ -282,7 +286,34 @@ func (a *analyzer) stmt(src string, s *syntax.Stmt, piped bool, depth int) error
 	}
 	kind := stdinKind(s)
 	ctx := leafCtx{src: source(src, s), stmt: s, stdinPiped: piped || kind == stdinPipe, stdinFile: kind == stdinNamedFile}
+	a.redirects(ctx, s)
 	return a.leaf(ctx, leaf, words, depth)
+}
+
+// redirects records a redirection that writes into version-control metadata
+// or agent configuration (> .git/hooks/pre-commit, >> .claude/settings.json):
+// the next git or agent run executes what it wrote.
+func (a *analyzer) redirects(ctx leafCtx, s *syntax.Stmt) {
+	for _, r := range s.Redirs {
+		switch r.Op {
+		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob, syntax.AppClob, syntax.RdrInOut:
+			if w := wordOf(ctx.src, r.Word); w.kind == literal {
+				a.protectedPath(ctx, "a redirect writing", w.text)
+			}
+		}
+	}
+}
+
+// protectedPath records a path with a protected name as one of its segments.
+func (a *analyzer) protectedPath(ctx leafCtx, what, p string) {
+	for _, seg := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '=' }) {
+		for _, name := range a.t.ProtectedNames {
+			if strings.EqualFold(seg, name) {
+				a.unseen(what+" into "+clip(p)+" ("+name+" is version control or agent configuration, whose files run commands)", ctx.src)
+				return
+			}
+		}
+	}
 }
 
 // leaf records words as a leaf, then what it runs: a wrapper's command, a
@@ -323,6 +354,9 @@ type word struct {
 	// pattern is, for a glob or brace word, a regular expression matching
 	// every string it could expand to (compiled when a rule needs it).
 	pattern string
+	// home: an opaque word only because it starts with ~ (a path under a
+	// home directory), not a substitution.
+	home bool
 }
 
 type wordKind uint8
@@ -347,7 +381,7 @@ func wordOf(src string, w *syntax.Word) word {
 		return !dynamic
 	})
 	if dynamic || tilde(w) {
-		out.kind = opaque
+		out.kind, out.home = opaque, !dynamic
 		return out
 	}
 	if re, ok := globPattern(w); ok {

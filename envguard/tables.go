@@ -21,6 +21,14 @@ type Tables struct {
 	// UnsafeEnv are variables that change what a program runs or loads;
 	// "LD_*" is a prefix. Setting one before a command is unseen execution.
 	UnsafeEnv []string `json:"unsafe_env_vars"`
+	// ExecEnv are more variables that name a command some program runs
+	// (GIT_SEQUENCE_EDITOR, GIT_SSH, MANPAGER): setting one before a command
+	// is unseen execution too.
+	ExecEnv []string `json:"exec_env_vars"`
+	// ProtectedNames are version-control and agent-configuration names
+	// (.git, .claude): a redirect or a writing program aimed into one is
+	// asked, as the file tools are denied.
+	ProtectedNames []string `json:"protected_names"`
 }
 
 // ExecOption is an option that runs a command. Values, when given, are
@@ -36,8 +44,8 @@ type ExecOption struct {
 func (t *Tables) Validate() error {
 	for prog, list := range t.ExecOptions {
 		for i, o := range list {
-			if !strings.HasPrefix(o.Option, "-") {
-				return fmt.Errorf("exec_options[%q][%d].option: %q is not an option (it starts with -)", prog, i, o.Option)
+			if !strings.HasPrefix(o.Option, "-") && !strings.HasPrefix(o.Option, "+") {
+				return fmt.Errorf("exec_options[%q][%d].option: %q is not an option (it starts with - or +)", prog, i, o.Option)
 			}
 		}
 	}
@@ -57,7 +65,7 @@ func (t *Tables) unsafeName(name string) bool {
 	if name == "PATH" || name == "IFS" || strings.HasPrefix(name, "GIT_CONFIG") {
 		return true
 	}
-	for _, u := range t.UnsafeEnv {
+	for _, u := range append(t.UnsafeEnv[:len(t.UnsafeEnv):len(t.UnsafeEnv)], t.ExecEnv...) {
 		if p, ok := strings.CutSuffix(u, "*"); ok {
 			if strings.HasPrefix(strings.ToUpper(name), strings.ToUpper(p)) {
 				return true

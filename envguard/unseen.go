@@ -87,6 +87,7 @@ func (a *analyzer) scriptOperand(ctx leafCtx, name string, operands []word) {
 	}
 	s := operands[0]
 	switch {
+	case s.home:
 	case s.kind == opaque:
 		a.unseen(name+" running a script named at run time ("+clip(s.text)+")", ctx.src)
 	case s.kind == literal && stdinAlias(s.text):
@@ -152,6 +153,26 @@ func (a *analyzer) checkProgram(ctx leafCtx, name string, args []word) {
 		if len(args) >= 2 {
 			a.assignedNames(ctx, args[1:2], "")
 		}
+	case "wait":
+		for i, w := range args {
+			if w.kind == literal && w.text == "-p" && i+1 < len(args) {
+				a.assignTarget(ctx, args[i+1])
+			}
+		}
+	case "unset":
+		// unset 'a[$(cmd)0]' evaluates the subscript.
+		for _, w := range args {
+			if w.kind == literal && strings.HasPrefix(w.text, "-") {
+				continue
+			}
+			if w.kind != literal {
+				a.unseen("unset of a name computed at run time ("+clip(w.text)+")", ctx.src)
+				continue
+			}
+			if _, sub, ok := strings.Cut(w.text, "["); ok {
+				a.evaluated(ctx, "a subscript", word{text: strings.TrimSuffix(sub, "]"), kind: literal})
+			}
+		}
 	case "let":
 		for _, w := range args {
 			a.evaluated(ctx, "let", w)
@@ -180,6 +201,13 @@ func (a *analyzer) checkProgram(ctx leafCtx, name string, args []word) {
 			a.interpreter(ctx, name, opts, args)
 		}
 	}
+	if writers[name] {
+		for _, w := range args {
+			if w.kind == literal && !strings.HasPrefix(w.text, "-") || strings.HasPrefix(w.text, "of=") {
+				a.protectedPath(ctx, name+" writing", w.text)
+			}
+		}
+	}
 	switch strings.TrimRight(name, "0123456789.") {
 	case "awk", "gawk", "mawk", "nawk":
 		a.awk(ctx, args)
@@ -188,6 +216,12 @@ func (a *analyzer) checkProgram(ctx leafCtx, name string, args []word) {
 	}
 	a.execOptions(ctx, name, args)
 }
+
+// writers are programs whose operands are often files they write: aimed
+// into version-control metadata or agent configuration, they are asked.
+var writers = map[string]bool{"cp": true, "mv": true, "tee": true, "ln": true, "install": true, "rsync": true, "dd": true,
+	"sed": true, "truncate": true, "touch": true, "chmod": true, "patch": true, "unzip": true, "tar": true, "curl": true,
+	"wget": true, "printf": true, "echo": true}
 
 func hasShortLetter(args []word, c byte) bool {
 	for _, w := range args {
@@ -213,6 +247,8 @@ func (a *analyzer) scriptSource(ctx leafCtx, name string, args []word) {
 		s = args[1]
 	}
 	switch {
+	case s.home:
+		// ~/.bashrc: a file, like any other script file
 	case s.kind != literal:
 		a.unseen(name+" of a script named at run time ("+clip(s.text)+")", ctx.src)
 	case stdinAlias(s.text):
@@ -260,6 +296,9 @@ func (a *analyzer) interpreter(ctx leafCtx, name string, inline []string, args [
 			a.unseen(name+" reading its program from stdin", ctx.src)
 			return
 		case t == "--version" || t == "-V" || t == "--help" || t == "-h" || (t == "-v" && strings.HasPrefix(name, "perl")):
+			return
+		case strings.Contains(t, "data:"):
+			a.unseen(name+" loading code from a data: URL", ctx.src)
 			return
 		case strings.HasPrefix(t, "-"):
 			continue
@@ -460,7 +499,23 @@ func optionValue(arg, o string, args []word, i int) (word, bool) {
 	switch {
 	case arg == o:
 		return next(), true
-	case strings.HasPrefix(o, "--") || len(o) > 2:
+	case len(o) < 2:
+		// "+" (vim +cmd): the value is attached.
+		if v, ok := strings.CutPrefix(arg, o); ok && o != "" {
+			return word{text: v, kind: literal}, true
+		}
+		return word{}, false
+	case strings.HasPrefix(o, "--"):
+		// --to-command, or an abbreviation getopt_long accepts (--to-comm).
+		name, v, hasValue := strings.Cut(arg, "=")
+		if len(name) < 3 || !strings.HasPrefix(name, "--") || !strings.HasPrefix(o, name) {
+			return word{}, false
+		}
+		if hasValue {
+			return word{text: v, kind: literal}, true
+		}
+		return next(), true
+	case len(o) > 2:
 		if v, ok := strings.CutPrefix(arg, o+"="); ok {
 			return word{text: v, kind: literal}, true
 		}

@@ -93,16 +93,117 @@ var wrappers = map[string]wrapper{
 	"caffeinate": {opts: optSpec{flags: "dimsu", values: "tw"}},
 }
 
-// runners are programs known to run the command they are given but whose
-// options toolpdp does not model: every literal word after them that could
-// start the command is taken as a command of its own (wider is safe).
+// runners are programs known to run a command they are given — as words,
+// as a shell string, or after a subcommand — whose options toolpdp does not
+// model (wider is safe): every literal word that could start the command is
+// taken as a command of its own, and every word holding a blank (or an
+// option's value holding one) is parsed as a shell command.
 var runners = map[string]bool{
 	"valgrind": true, "proxychains": true, "proxychains4": true, "torsocks": true, "tsocks": true, "firejail": true, "faketime": true,
 	"catchsegv": true, "unbuffer": true, "rlwrap": true, "xvfb-run": true, "dbus-run-session": true, "dbus-launch": true, "numactl": true,
 	"cgexec": true, "runcon": true, "ssh-agent": true, "chpst": true, "setarch": true, "linux32": true, "linux64": true, "prlimit": true,
-	"systemd-run": true, "systemd-inhibit": true, "sem": true, "fakeroot": true, "pkexec": true, "sg": true, "mpirun": true, "srun": true,
-	"perf": true, "trickle": true, "nocache": true, "eatmydata": true, "daemonize": true, "start-stop-daemon": true, "with-contenv": true,
-	"s6-setuidgid": true, "gosu": true, "su-exec": true, "tini": true, "dumb-init": true, "entr": true,
+	"systemd-run": true, "systemd-inhibit": true, "sem": true, "fakeroot": true, "pkexec": true, "sg": true, "newgrp": true, "mpirun": true,
+	"srun": true, "perf": true, "trickle": true, "nocache": true, "eatmydata": true, "daemonize": true, "start-stop-daemon": true,
+	"with-contenv": true, "s6-setuidgid": true, "gosu": true, "su-exec": true, "tini": true, "dumb-init": true, "entr": true,
+	"tmux": true, "screen": true, "byobu": true, "npx": true, "npm": true, "pnpm": true, "pnpx": true, "yarn": true, "bunx": true,
+	"uv": true, "uvx": true, "poetry": true, "pipenv": true, "pdm": true, "hatch": true, "conda": true, "mamba": true, "micromamba": true,
+	"pixi": true, "pyenv": true, "rbenv": true, "nodenv": true, "asdf": true, "mise": true, "rtx": true, "direnv": true, "nix-shell": true,
+	"nix": true, "devbox": true, "bundle": true, "op": true, "doppler": true, "dotenv": true, "dotenvx": true, "cross-env": true,
+	"concurrently": true, "nodemon": true, "watchexec": true, "hyperfine": true, "bwrap": true, "proot": true, "aws-vault": true,
+	"chronic": true, "ts": false, "flatpak-spawn": true, "distrobox-host-exec": true, "toolbox": true, "xdg-open": false,
+}
+
+// runner records the commands a runner may run.
+func (a *analyzer) runner(ctx leafCtx, name string, args []word, depth int) error {
+	const candidates = 6
+	n := 0
+	for i, w := range args {
+		text := w.text
+		if w.kind == literal && (strings.HasPrefix(text, "-") || strings.HasPrefix(text, "+")) {
+			_, text, _ = strings.Cut(text, "=")
+		} else if n < candidates {
+			n++
+			if err := a.leaf(ctx, Leaf{}, args[i:], depth); err != nil {
+				return err
+			}
+		}
+		if w.kind == literal && strings.ContainsAny(text, " \t\n;|&") {
+			if err := a.script(text, depth+1, nil); err != nil {
+				a.unseen(name+" with a command toolpdp cannot parse ("+clip(text)+")", ctx.src)
+			}
+		}
+	}
+	return nil
+}
+
+// gitGlobal is git's own options, before the subcommand.
+var gitGlobal = optSpec{flags: "pPh", values: "Cc", long: merge(
+	longs(longFlag, "no-pager", "paginate", "bare", "no-replace-objects", "literal-pathspecs", "glob-pathspecs", "noglob-pathspecs",
+		"icase-pathspecs", "no-optional-locks", "no-advice", "version", "help", "html-path", "man-path", "info-path", "no-lazy-fetch"),
+	longs(longValue, "git-dir", "work-tree", "namespace", "super-prefix", "config-env", "list-cmds", "attr-source"),
+	longs(longOptional, "exec-path"))}
+
+// git follows the git subcommands that run commands: bisect run,
+// submodule foreach, and config of a key that runs one (an alias, a pager,
+// an editor, a hook path …, the keys of exec_options' git -c); and the
+// ext:: transport, whose URL is a command.
+func (a *analyzer) git(ctx leafCtx, args []word, depth int) error {
+	_, rest, _ := gitGlobal.scan(args)
+	for _, w := range args {
+		if w.kind == literal && strings.HasPrefix(strings.ToLower(w.text), "ext::") {
+			a.unseen("git's ext:: transport (its URL is a command)", ctx.src)
+		}
+	}
+	if rest >= len(args) {
+		return nil
+	}
+	sub, tail := args[rest], args[rest+1:]
+	if sub.kind != literal {
+		a.unseen("a git subcommand computed at run time ("+clip(sub.text)+"), which may be an alias", ctx.src)
+		return nil
+	}
+	switch sub.text {
+	case "config":
+		var keys []string
+		for _, o := range a.t.ExecOptions["git"] {
+			if o.Option == "-c" {
+				keys = o.Values
+			}
+		}
+		for _, w := range tail {
+			if w.kind != literal || (!strings.HasPrefix(w.text, "-") && valueMatches(w.text, keys)) {
+				a.unseen("git config of "+clip(w.text)+", a key that runs commands", ctx.src)
+				break
+			}
+		}
+	case "bisect":
+		if len(tail) > 0 && tail[0].text == "run" {
+			return a.leaf(ctx, Leaf{}, tail[1:], depth)
+		}
+	case "submodule":
+		for i, w := range tail {
+			if w.text == "foreach" {
+				var cmd []string
+				for _, c := range tail[i+1:] {
+					if c.kind != literal {
+						a.unseen("git submodule foreach with a command computed at run time", ctx.src)
+						return nil
+					}
+					if !strings.HasPrefix(c.text, "-") || len(cmd) > 0 {
+						cmd = append(cmd, c.text)
+					}
+				}
+				return a.scriptWord(ctx, "git submodule foreach", word{text: strings.Join(cmd, " "), kind: literal}, nil, depth)
+			}
+		}
+	case "clone":
+		for _, w := range tail {
+			if w.kind == literal && (w.text == "-u" || strings.HasPrefix(w.text, "-u")) {
+				a.unseen("git clone -u (an upload-pack command)", ctx.src)
+			}
+		}
+	}
+	return nil
 }
 
 // runs follows what a literal program runs: a wrapper's command, a shell's
@@ -127,21 +228,11 @@ func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error
 		return a.su(ctx, name, args, depth)
 	case "parallel":
 		return a.parallel(ctx, args, depth)
-	case "tmux", "screen", "byobu":
-		// Their commands are shell strings or argv, after subcommands and
-		// options toolpdp does not model: every literal word is parsed as a
-		// command of its own (wider is safe).
-		for _, w := range args {
-			if w.kind == literal && !strings.HasPrefix(w.text, "-") {
-				if err := a.script(w.text, depth+1, nil); err != nil {
-					a.unseen(name+" with a command toolpdp cannot parse ("+clip(w.text)+")", ctx.src)
-				}
-			}
-		}
-		return a.runner(ctx, args, depth)
+	case "git":
+		return a.git(ctx, args, depth)
 	}
 	if runners[name] {
-		return a.runner(ctx, args, depth)
+		return a.runner(ctx, name, args, depth)
 	}
 	w, ok := wrappers[name]
 	if !ok {
@@ -309,7 +400,11 @@ func (a *analyzer) findExec(ctx leafCtx, args []word, depth int) error {
 			}
 			cmd := make([]word, 0, end-i-1)
 			for _, w := range args[i+1 : end] {
-				if strings.Contains(w.text, "{}") {
+				if w.text == "{}" {
+					// A path found: it starts with its starting point, which
+					// find never takes from a word starting with "-".
+					w = word{text: w.text, kind: pattern, pattern: "^[^-].*$"}
+				} else if strings.Contains(w.text, "{}") {
 					w = word{text: w.text, kind: opaque}
 				}
 				cmd = append(cmd, w)
@@ -460,27 +555,6 @@ func parallelPlaceholder(s string) string {
 	}
 }
 
-// runner takes each literal word that could start the command as a command
-// of its own: which one is the program depends on options toolpdp does not
-// model.
-func (a *analyzer) runner(ctx leafCtx, args []word, depth int) error {
-	const candidates = 4
-	n := 0
-	for i, w := range args {
-		if n >= candidates {
-			break
-		}
-		if w.kind == literal && (strings.HasPrefix(w.text, "-") || strings.HasPrefix(w.text, "+")) {
-			continue
-		}
-		n++
-		if err := a.leaf(ctx, Leaf{}, args[i:], depth); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func baseName(p string) string {
 	if i := strings.LastIndexByte(p, '/'); i >= 0 {
 		return p[i+1:]
@@ -536,6 +610,10 @@ func envSplit(w word) ([]word, bool) {
 			inWord = true
 			switch s[i] {
 			case '_':
+				if quote == 0 {
+					flush() // outside quotes \_ separates words
+					continue
+				}
 				cur.WriteByte(' ')
 			case 'n':
 				cur.WriteByte('\n')
