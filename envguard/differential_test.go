@@ -317,7 +317,7 @@ func (g *gen) command(depth int) string {
 		return g.simple()
 	}
 	d := depth - 1
-	switch g.n(26) {
+	switch g.n(31) {
 	case 0:
 		return g.command(d) + "; " + g.command(d)
 	case 1:
@@ -368,6 +368,16 @@ func (g *gen) command(depth int) string {
 		return "cat <(" + g.command(d) + ")"
 	case 24:
 		return "P=" + g.program() + "; $P " + g.args()
+	case 25:
+		return "env -S " + shellQuote(strings.ReplaceAll(g.simple(), " ", g.pick(" ", `\_`, "  ")))
+	case 26:
+		return "a=(1 2); unset " + shellQuote("a[$("+g.command(d)+")0]")
+	case 27:
+		return "printf '%s' " + shellQuote("a[$("+g.simple()+")0]") + " > f; x=$(<f); " + g.pick("echo $((x))", "unset a[x]", "for ((i=x;0;)); do :; done", "[[ $x -eq 1 ]]", "echo ${s:x}")
+	case 28:
+		return "X=" + shellQuote(g.command(d)) + "; " + g.pick("bash -c \"$X\"", "eval \"$X\"", "$X", "echo \"$X\" | sh")
+	case 29:
+		return "declare -a v; sleep 0 & wait -n -p " + shellQuote("v[$("+g.simple()+")0]")
 	default:
 		return "time " + g.command(d)
 	}
@@ -402,7 +412,8 @@ func (g *gen) args() string {
 	var out []string
 	for range g.n(4) {
 		out = append(out, g.pick("x", "-s", "-r", "-f", "-rf", "-fr", "-Rf", "-r -f", "--recursive", "--force", "--rec", "push", "origin",
-			"-C d", "--no-pager", "-c k=v", "status", "-v", `"$Y"`, "-[r]f", "-{r,f}", "-c 'print(1)'", "*", "pus[h]", "$(echo push)"))
+			"-C d", "--no-pager", "-c k=v", "status", "-v", `"$Y"`, "-[r]f", "-{r,f}", "-c 'print(1)'", "*", "pus[h]", "$(echo push)",
+			"--r", "--f", "--forc", "-R", "--", "-fR"))
 	}
 	return strings.Join(out, " ")
 }
