@@ -203,7 +203,7 @@ func (a *analyzer) checkProgram(ctx leafCtx, name string, args []word) {
 	}
 	if writers[name] {
 		for _, w := range args {
-			if w.kind == literal && !strings.HasPrefix(w.text, "-") || strings.HasPrefix(w.text, "of=") {
+			if w.kind == literal { // operands, and option values: --target-directory=.git/hooks, of=.git/config
 				a.protectedPath(ctx, name+" writing", w.text)
 			}
 		}
@@ -221,7 +221,7 @@ func (a *analyzer) checkProgram(ctx leafCtx, name string, args []word) {
 // into version-control metadata or agent configuration, they are asked.
 var writers = map[string]bool{"cp": true, "mv": true, "tee": true, "ln": true, "install": true, "rsync": true, "dd": true,
 	"sed": true, "truncate": true, "touch": true, "chmod": true, "patch": true, "unzip": true, "tar": true, "curl": true,
-	"wget": true, "printf": true, "echo": true}
+	"wget": true}
 
 func hasShortLetter(args []word, c byte) bool {
 	for _, w := range args {
