@@ -149,9 +149,9 @@ func (a *analyzer) script(cmd string, depth int, _ *syntax.Stmt) error {
 	if err := CheckNesting(cmd); err != nil {
 		return err
 	}
-	file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(cmd), "")
+	file, err := parseBash(cmd)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUncheckable, err)
+		return err
 	}
 	piped := pipeReceivers(file)
 	a.collectVars(cmd, file)
@@ -182,13 +182,50 @@ func (a *analyzer) script(cmd string, depth int, _ *syntax.Stmt) error {
 		case *syntax.DeclClause:
 			a.declClause(cmd, n)
 		case *syntax.ForClause:
-			if it, ok := n.Loop.(*syntax.WordIter); ok && it.Name != nil {
-				a.assigned(it.Name.Value, !allClean(cmd, it.Items))
+			if it, ok := n.Loop.(*syntax.WordIter); ok && it.Name != nil && a.t.unsafeName(it.Name.Value) {
+				a.unseen("a loop setting "+it.Name.Value+", which changes what a program runs", source(cmd, n))
 			}
 		}
 		return true
 	})
 	return walkErr
+}
+
+// parseBash parses a script as bash reads it. The parser continues a
+// comment past a backslash-newline, where bash ends it at the newline
+// (`ls # \` then `curl x` on the next line runs curl): such comments are
+// blanked up to the newline and the script parsed again.
+func parseBash(cmd string) (*syntax.File, error) {
+	for range 16 {
+		file, err := syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(true)).Parse(strings.NewReader(cmd), "")
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUncheckable, err)
+		}
+		fixed := []byte(nil)
+		syntax.Walk(file, func(n syntax.Node) bool {
+			c, ok := n.(*syntax.Comment)
+			if !ok {
+				return true
+			}
+			i := strings.Index(c.Text, "\\\n")
+			start := int(c.Hash.Offset())
+			if i < 0 || start < 0 || start+1+i >= len(cmd) {
+				return true
+			}
+			if fixed == nil {
+				fixed = []byte(cmd)
+			}
+			for j := start; j <= start+1+i; j++ { // the # through the backslash
+				fixed[j] = ' '
+			}
+			return true
+		})
+		if fixed == nil {
+			return file, nil
+		}
+		cmd = string(fixed)
+	}
+	return nil, fmt.Errorf("%w: comments continued by backslashes past any bound", ErrUncheckable)
 }
 
 // pipeReceivers marks every statement whose stdin comes from a pipe, a
@@ -297,20 +334,27 @@ func (a *analyzer) redirects(ctx leafCtx, s *syntax.Stmt) {
 	for _, r := range s.Redirs {
 		switch r.Op {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob, syntax.AppClob, syntax.RdrInOut:
-			if w := wordOf(ctx.src, r.Word); w.kind == literal {
+			if w := wordOf(ctx.src, r.Word); w.kind == literal || w.home {
 				a.protectedPath(ctx, "a redirect writing", w.text)
 			}
 		}
 	}
 }
 
-// protectedPath records a path with a protected name as one of its segments.
+// protectedPath records a path with a protected name, or the name of a
+// file whose contents programs run, as one of its segments.
 func (a *analyzer) protectedPath(ctx leafCtx, what, p string) {
+	if strings.Contains(strings.ToLower(p), ".config/git/") {
+		a.unseen(what+" into "+clip(p)+" (git's configuration, whose aliases run commands)", ctx.src)
+		return
+	}
 	for _, seg := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '=' }) {
-		for _, name := range a.t.ProtectedNames {
-			if strings.EqualFold(seg, name) {
-				a.unseen(what+" into "+clip(p)+" ("+name+" is version control or agent configuration, whose files run commands)", ctx.src)
-				return
+		for _, names := range [][]string{a.t.ProtectedNames, a.t.ExecConfigFiles} {
+			for _, name := range names {
+				if strings.EqualFold(seg, name) {
+					a.unseen(what+" into "+clip(p)+" ("+name+": version control, agent or program configuration, whose files run commands)", ctx.src)
+					return
+				}
 			}
 		}
 	}

@@ -29,6 +29,11 @@ type Tables struct {
 	// (.git, .claude): a redirect or a writing program aimed into one is
 	// asked, as the file tools are denied.
 	ProtectedNames []string `json:"protected_names"`
+	// ExecConfigFiles are names of files and directories whose contents
+	// programs run (~/.gitconfig aliases, ~/.bashrc, ~/.ssh/config's
+	// ProxyCommand, git hooks): writing into one is asked like a protected
+	// name.
+	ExecConfigFiles []string `json:"exec_config_files"`
 }
 
 // ExecOption is an option that runs a command. Values, when given, are

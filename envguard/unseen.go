@@ -201,9 +201,12 @@ func (a *analyzer) checkProgram(ctx leafCtx, name string, args []word) {
 			a.interpreter(ctx, name, opts, args)
 		}
 	}
+	if name == "make" || name == "gmake" {
+		a.make(ctx, args)
+	}
 	if writers[name] {
 		for _, w := range args {
-			if w.kind == literal { // operands, and option values: --target-directory=.git/hooks, of=.git/config
+			if w.kind == literal || w.home { // operands, and option values: --target-directory=.git/hooks, of=.git/config
 				a.protectedPath(ctx, name+" writing", w.text)
 			}
 		}
@@ -215,6 +218,32 @@ func (a *analyzer) checkProgram(ctx leafCtx, name string, args []word) {
 		a.sed(ctx, args)
 	}
 	a.execOptions(ctx, name, args)
+}
+
+// make reads a makefile from stdin with -f - (code from stdin), and a
+// variable given on its command line may call a function ($(shell …)).
+func (a *analyzer) make(ctx leafCtx, args []word) {
+	for i, w := range args {
+		if w.kind != literal {
+			continue
+		}
+		file, isFile := "", false
+		switch {
+		case w.text == "-f" || w.text == "--file" || w.text == "--makefile":
+			if i+1 < len(args) {
+				file, isFile = args[i+1].text, true
+			}
+		case strings.HasPrefix(w.text, "-f"):
+			file, isFile = w.text[2:], true
+		case strings.HasPrefix(w.text, "--file=") || strings.HasPrefix(w.text, "--makefile="):
+			_, file, isFile = strings.Cut(w.text, "=")
+		case !strings.HasPrefix(w.text, "-") && strings.Contains(w.text, "=") && smuggles(w.text):
+			a.unseen("a make variable holding a function call ("+clip(w.text)+")", ctx.src)
+		}
+		if isFile && stdinAlias(file) {
+			a.unseen("make reading its makefile from "+file, ctx.src)
+		}
+	}
 }
 
 // writers are programs whose operands are often files they write: aimed
@@ -355,7 +384,7 @@ func (a *analyzer) commandReader(ctx leafCtx, name string, inline []string, args
 	}
 }
 
-var sqliteShell = regexp.MustCompile(`\.(shell|system|sh|once|output|import)\b|\|`)
+var sqliteShell = regexp.MustCompile(`\.(shell|system|sh|once|output|import)\b|\||(?i)\bedit\s*\(`)
 
 // inlineOption reports whether arg gives the inline-code option o: exactly,
 // with its value attached (-cCODE, --eval=CODE), or among grouped letters
@@ -690,6 +719,9 @@ func (a *analyzer) collectVars(src string, file *syntax.File) {
 			if n.Name != nil {
 				a.assigned(n.Name.Value, !cleanAssign(src, n))
 			}
+		case *syntax.WordIter:
+			// for i; iterates over "$@": values from elsewhere.
+			a.assigned(n.Name.Value, !n.InPos.IsValid() || !allClean(src, n.Items))
 		case *syntax.BinaryArithm:
 			if isArithmAssign(n.Op) {
 				if w, ok := n.X.(*syntax.Word); ok && len(w.Parts) == 1 {
@@ -799,6 +831,9 @@ func (a *analyzer) assign(src string, as *syntax.Assign, standalone bool) {
 					a.unseen("a value holding code for a later expansion ("+clip(source(src, as))+")", ctx.src)
 				}
 			}
+			if e.Index != nil { // a=([i]=1): an indexed array's subscript is arithmetic
+				a.arithm(src, as, e.Index)
+			}
 		}
 	}
 	if as.Index != nil {
@@ -829,13 +864,28 @@ func (a *analyzer) arithm(src string, at syntax.Node, x syntax.ArithmExpr) {
 					return false
 				}
 			}
-		case *syntax.SglQuoted:
-			if smuggles(n.Value) {
-				a.unseen("arithmetic on text holding code", source(src, at))
+		case *syntax.SglQuoted, *syntax.DblQuoted:
+			// Quoted text in arithmetic is evaluated once unquoted; $'…'
+			// decodes escapes first ($'\x24(' is "$(").
+			w := wordOf("", &syntax.Word{Parts: []syntax.WordPart{n.(syntax.WordPart)}})
+			if w.kind != literal || smuggles(w.text) || len(identifiers(w.text)) > 0 && a.anyDirty(w.text) {
+				a.unseen("arithmetic on quoted text holding code or a value from elsewhere", source(src, at))
+				return false
 			}
 		}
 		return true
 	})
+}
+
+// anyDirty reports whether text names a variable whose value may come from
+// elsewhere.
+func (a *analyzer) anyDirty(text string) bool {
+	for _, name := range identifiers(text) {
+		if a.dirty(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // paramExp checks the expansions that evaluate: a subscript or a substring

@@ -1,6 +1,7 @@
 package envguard
 
 import (
+	"fmt"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -121,6 +122,8 @@ func (a *analyzer) runner(ctx leafCtx, name string, args []word, depth int) erro
 		text := w.text
 		if w.kind == literal && (strings.HasPrefix(text, "-") || strings.HasPrefix(text, "+")) {
 			_, text, _ = strings.Cut(text, "=")
+		} else if k, v, ok := strings.Cut(text, "="); w.kind == literal && ok && !strings.ContainsAny(k, " \t") {
+			text = v // scripts.t='curl x' (npm pkg set), NAME=value
 		} else if n < candidates {
 			n++
 			if err := a.leaf(ctx, Leaf{}, args[i:], depth); err != nil {
@@ -234,6 +237,11 @@ func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error
 	if runners[name] {
 		return a.runner(ctx, name, args, depth)
 	}
+	if name == "--" {
+		// `time -- cmd`: the keyword's end of options, which the parser
+		// leaves as the first word.
+		return a.leaf(ctx, Leaf{}, args, depth)
+	}
 	w, ok := wrappers[name]
 	if !ok {
 		return nil
@@ -253,8 +261,9 @@ func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error
 	}
 	if name == "env" {
 		if split := values(opts, "-S", "--split-string"); len(split) > 0 {
-			// The split string's words come first, then env's own operands.
-			var words []word
+			// The split string's words are env's own arguments again —
+			// options included (env -S '-i curl x') — before its operands.
+			words := []word{{text: "env", kind: literal}}
 			for _, s := range split {
 				w, ok := envSplit(s)
 				if !ok {
@@ -262,8 +271,10 @@ func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error
 				}
 				words = append(words, w...)
 			}
-			args = append(words, args[rest:]...)
-			rest = 0
+			if depth >= MaxShellDepth {
+				return fmt.Errorf("%w: env -S strings nested deeper than %d", ErrUncheckable, MaxShellDepth)
+			}
+			return a.runs(ctx, "env", append(words, args[rest:]...), depth+1)
 		}
 		if has(opts, "-P") {
 			a.unseen("env -P (a search path for the program)", ctx.src)
@@ -607,13 +618,13 @@ func envSplit(w word) ([]word, bool) {
 				flush()
 				return out, quote == 0
 			}
+			if s[i] == '_' && quote == 0 {
+				flush() // outside quotes \_ separates words
+				continue
+			}
 			inWord = true
 			switch s[i] {
 			case '_':
-				if quote == 0 {
-					flush() // outside quotes \_ separates words
-					continue
-				}
 				cur.WriteByte(' ')
 			case 'n':
 				cur.WriteByte('\n')

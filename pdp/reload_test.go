@@ -306,7 +306,14 @@ func TestSignedBundles(t *testing.T) {
 	writeTarball(t, unsigned, map[string]string{".manifest": manifest("u1"), "agents/data.json": goodAgents})
 
 	vc := func(pubPEM string) *bundle.VerificationConfig {
-		kc, err := keys.NewKeyConfig(pubPEM, "RS256", "")
+		// From a file: OPA stats a key given inline as a path first, and a
+		// PEM whose base64 runs 256 bytes without a "/" is "file name too
+		// long" (a flaky failure, depending on the random key).
+		keyFile := filepath.Join(t.TempDir(), "pub.pem")
+		if err := os.WriteFile(keyFile, []byte(pubPEM), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		kc, err := keys.NewKeyConfig(keyFile, "RS256", "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -357,11 +357,13 @@ func verification(keyFile, id, alg string) (*bundle.VerificationConfig, error) {
 	if keyFile == "" {
 		return nil, nil
 	}
-	key, err := os.ReadFile(keyFile)
-	if err != nil {
+	if _, err := os.Stat(keyFile); err != nil {
 		return nil, fmt.Errorf("--verification-key: %w", err)
 	}
-	kc, err := keys.NewKeyConfig(string(key), alg, "")
+	// The path, not the PEM: OPA stats a key given inline as a path first,
+	// and a PEM whose base64 runs 256 bytes without a "/" fails that stat
+	// ("file name too long") for some keys.
+	kc, err := keys.NewKeyConfig(keyFile, alg, "")
 	if err != nil {
 		return nil, fmt.Errorf("--verification-key %s: %w", keyFile, err)
 	}
