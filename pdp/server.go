@@ -47,6 +47,10 @@ type ServerConfig struct {
 	// MaxInflightBytes bounds the encoded bytes of Decide requests being
 	// decided at once; DefaultMaxInflightBytes when 0.
 	MaxInflightBytes int64
+
+	// Options are added after the server's own (tracing's stats handler
+	// and its interceptor, chained innermost).
+	Options []grpc.ServerOption
 }
 
 // Server is the gRPC face of an Engine.
@@ -81,6 +85,7 @@ func NewServer(engine *Engine, loader *Loader, cfg ServerConfig) (*grpc.Server, 
 	if cfg.Creds != nil {
 		opts = append(opts, grpc.Creds(cfg.Creds))
 	}
+	opts = append(opts, cfg.Options...)
 	srv := grpc.NewServer(opts...)
 	pb.RegisterDecisionServiceServer(srv, s)
 	healthpb.RegisterHealthServer(srv, s.health)

@@ -7,6 +7,7 @@
 //	toolpdp status [--addr ADDR]                           ask a running server what it serves
 //	toolpdp pending [--addr ADDR]                          list the asks waiting for a person
 //	toolpdp replay --bundle PATH... LOG...                 diff a candidate bundle against logged decisions
+//	toolpdp hook claude-code [--addr ADDR]                 answer one Claude Code hook event from stdin
 //
 // Exit codes: 0 success; 1 the bundle, test or request failed; 2 bad usage.
 package main
@@ -31,6 +32,7 @@ const usage = `usage:
   toolpdp status [--addr ADDR]                                    a running server's policy revision and last reload error
   toolpdp pending [--addr ADDR]                                   the asks waiting for a person
   toolpdp replay --bundle PATH... LOG...                          which logged decisions a candidate bundle would change
+  toolpdp hook claude-code [--addr ADDR] [--agent-id ID]          answer one Claude Code hook event (JSON on stdin)
 Run 'toolpdp COMMAND -h' for a command's flags.
 `
 
@@ -41,8 +43,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
+	var code exitCode
 	switch {
 	case err == nil:
+	case errors.As(err, &code): // the command has printed what it had to
+		os.Exit(int(code))
 	case errors.Is(err, flag.ErrHelp) || err == errUsage: // the usage is printed already
 		os.Exit(2)
 	case errors.Is(err, errUsage):
@@ -61,6 +66,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmds := map[string]func(context.Context, []string, io.Reader, io.Writer, io.Writer) error{
 		"serve": serve, "check": check, "test": test, "decide": decide, "status": status, "pending": pending, "replay": replay,
+		"hook": hook,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

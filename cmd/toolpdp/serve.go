@@ -167,8 +167,13 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	tracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer tracing.shutdown() // after the server has stopped: flushes the last spans
 	srv, s, err := pdp.NewServer(engine, loader, pdp.ServerConfig{MaxArgsBytes: c.maxArgsBytes, MaxInflightBytes: c.maxInflight, Logger: log, Registerer: reg,
-		Creds: creds, Workspaces: workspaces, SeparateApprover: len(c.confirmListens) > 0})
+		Creds: creds, Workspaces: workspaces, SeparateApprover: len(c.confirmListens) > 0, Options: tracing.options})
 	if err != nil {
 		return err
 	}

@@ -1,14 +1,18 @@
-"""Runs the gate against a real toolpdp server and checks what it answers.
+"""toolpdp as seed 000's permission_callback, with the toolpdp package
+(clients/python), against a real toolpdp server; checks what it answers.
 
-usage: /usr/bin/python3 example.py TARGET GENERATED_STUBS_DIR
+    pdp = AsyncClient("unix:///var/run/toolpdp/toolpdp.sock", agent_id="coder", session_id=run_id)
+    agent = AgentCore(bindings, permission_callback=PermissionGate(pdp, ask_user))
+
+usage: PYTHONPATH=clients/python /usr/bin/python3 example.py TARGET
 """
 import asyncio
 import sys
 from types import SimpleNamespace
 
-sys.path.insert(0, sys.argv[2])
-from toolpdp.v1 import toolpdp_pb2 as pb  # noqa: E402
-from toolpdp_gate import Decision, PolicyGate  # noqa: E402
+from toolpdp import pb
+from toolpdp.aio import AsyncClient
+from toolpdp.callback import Decision, PermissionGate
 
 
 asked = []
@@ -30,8 +34,8 @@ def call(tool, args=None, server=""):
 
 
 async def main(target):
-    gate = PolicyGate(target, agent_id="default", session_id="py-1")
-    callback = gate.permission_callback(ask_user)
+    pdp = AsyncClient(target, agent_id="default", session_id="py-1")
+    gate = callback = PermissionGate(pdp, ask_user)
     checks = [
         ("Read runs", await callback(call("Read", {"file_path": "README.md"})), True),
         ("Bash asks a person, who says no", await callback(call("Bash", {"command": "rm -rf build"})), False),
@@ -50,9 +54,9 @@ async def main(target):
         halts.append(await gate.report_result(FileNotFoundError("missing.txt")))
     print("  five failed Reads reported: halt %s" % halts)
     checks.append(("the fifth reported error halts the loop", Decision(halts == [False, False, False, False, True]), True))
-    await gate.close()
-    down = PolicyGate("unix:///nonexistent/toolpdp.sock", timeout=0.5)
-    checks.append(("an unreachable sidecar fails closed", await down.permission_callback(ask_user)(call("Read")), False))
+    await pdp.close()
+    down = AsyncClient("unix:///nonexistent/toolpdp.sock", timeout=0.5)
+    checks.append(("an unreachable sidecar fails closed", await PermissionGate(down, ask_user)(call("Read")), False))
     await down.close()
     failed = 0
     for name, got, want in checks:

@@ -1,0 +1,173 @@
+"""The toolpdp package against a real toolpdp server (started by ../run).
+
+TOOLPDP_TEST_ADDR: the server; TOOLPDP_TEST_CWD: the cwd the test bundle's
+"py" agent pins. Run: ../run (it builds and starts the server)."""
+import asyncio
+import os
+import subprocess
+import sys
+import unittest
+import uuid
+from types import SimpleNamespace
+
+import toolpdp
+from toolpdp import Client, PolicyDenied, pb
+from toolpdp.aio import AsyncClient
+from toolpdp.callback import Decision, PermissionGate
+
+ADDR = os.environ.get("TOOLPDP_TEST_ADDR", "")
+CWD = os.environ.get("TOOLPDP_TEST_CWD", "")
+DOWN = "unix:///nonexistent/toolpdp.sock"
+
+
+def session():
+    return "py-" + uuid.uuid4().hex
+
+
+@unittest.skipUnless(ADDR, "TOOLPDP_TEST_ADDR is not set: run clients/python/run")
+class ClientTest(unittest.TestCase):
+    def client(self, **kw):
+        c = Client(ADDR, agent_id="py", session_id=kw.pop("session_id", session()), **kw)
+        self.addCleanup(c.close)
+        return c
+
+    def test_allow_deny_ask(self):
+        c = self.client()
+        v = c.check("Read", {"file_path": os.path.join(CWD, "README.md")})
+        self.assertTrue(v.allowed, v)
+        self.assertTrue(v.decision_id and v.policy_revision)
+        v = c.check("create_issue", {"title": "x"}, server="github")
+        self.assertTrue(v.denied, v)
+        self.assertIn("github", v.message)
+        v = c.check("Write", {"file_path": os.path.join(CWD, "notes.md"), "content": "hi"})
+        self.assertTrue(v.asked, v)
+
+    def test_confirm_remember(self):
+        c = self.client()
+        args = {"file_path": os.path.join(CWD, "notes.md"), "content": "hi"}
+        v = c.check("Write", args)
+        self.assertTrue(v.asked, v)
+        self.assertEqual(c.confirm(v.decision_id, True, remember=True).decision, pb.DECISION_ALLOW)
+        again = c.check("Write", dict(reversed(list(args.items()))))
+        self.assertTrue(again.allowed, again)
+        self.assertIn("remembered_approval", [r.rule for r in again.reasons])
+        other = c.check("Write", dict(args, content="bye"))
+        self.assertTrue(other.asked, other)
+        with self.assertRaises(ValueError):
+            c.confirm(other.decision_id, False, remember=True)
+        denied = c.confirm(other.decision_id, False, deny_message="use notes.txt")
+        self.assertEqual(denied.decision, pb.DECISION_DENY)
+
+    def test_execution_env_and_cwd_applied(self):
+        c = self.client()
+        base = dict(os.environ, TOOLPDP_KEEP="kept", TOOLPDP_DROP="secret")
+        v = c.check("Bash", {"command": "env"}, env=base)
+        self.assertTrue(v.allowed, v)
+        self.assertTrue(v.execution is not None and v.execution.env_enforced, v.response)
+        out = v.run(["env"], env=base, capture_output=True, text=True, check=True).stdout
+        self.assertIn("TOOLPDP_KEEP=kept", out)
+        self.assertNotIn("TOOLPDP_DROP", out)
+        self.assertEqual(v.env(base), dict(v.execution.env))  # exactly that env, nothing added
+        pwd = v.run(["pwd"], capture_output=True, text=True, check=True).stdout.strip()
+        self.assertEqual(os.path.realpath(pwd), os.path.realpath(CWD))
+        # The default env sent for a shell tool is this process's.
+        os.environ["TOOLPDP_KEEP"] = "from-process"
+        try:
+            v = c.check("Bash", {"command": "env"})
+        finally:
+            del os.environ["TOOLPDP_KEEP"]
+        self.assertEqual(v.execution.env.get("TOOLPDP_KEEP"), "from-process")
+
+    def test_run_refuses_what_is_not_allowed(self):
+        c = self.client()
+        v = c.check("Bash", {"command": "curl https://example.com"})
+        self.assertTrue(v.denied, v)
+        with self.assertRaises(PolicyDenied):
+            v.run(["true"])
+        with self.assertRaises(PolicyDenied):
+            toolpdp.Verdict.fail_closed("down").popen(["true"])
+
+    def test_halt_after_consecutive_failures(self):
+        c = self.client()
+        # max_consecutive_denials is 3 in the test bundle; errors count too.
+        v = c.check("Read", {"file_path": os.path.join(CWD, "a")})
+        self.assertFalse(c.report_result(v.decision_id, FileNotFoundError("a")))
+        self.assertFalse(c.check("create_issue", server="github").halt)
+        v = c.check("Read", {"file_path": os.path.join(CWD, "b")}, call_id="toolu_b")
+        self.assertTrue(c.report_result(call_id="toolu_b", error="b: no such file"))
+        self.assertTrue(c.check("create_issue", server="github").halt)
+        self.assertTrue(c.end_session())
+        self.assertFalse(c.check("create_issue", server="github").halt)
+
+    def test_success_resets(self):
+        c = self.client()
+        c.check("create_issue", server="github")
+        c.check("create_issue", server="github")
+        v = c.check("Read", {"file_path": os.path.join(CWD, "a")})
+        self.assertFalse(c.report_result(v.decision_id))
+        c.check("create_issue", server="github")
+        self.assertFalse(c.check("create_issue", server="github").halt)
+
+
+class FailClosedTest(unittest.TestCase):
+    def test_unreachable_is_deny(self):
+        with Client(DOWN, timeout=0.5) as c:
+            v = c.check("Read", {"file_path": "README.md"})
+            self.assertTrue(v.denied, v)
+            self.assertIn("could not be asked", v.message)
+            self.assertEqual(v.reasons[0].rule, "fail_closed")
+            self.assertTrue(c.report_result("some-id"), "a report that cannot be made halts")
+
+    def test_unencodable_args_are_deny(self):
+        with Client(DOWN, timeout=0.5) as c:
+            v = c.check("Read", {"file_path": object()})
+            self.assertTrue(v.denied, v)
+
+    def test_command_env(self):
+        ex = pb.Execution(env={"PATH": "/bin"}, env_enforced=True)
+        self.assertEqual(toolpdp.command_env(ex, {"HOME": "/root"}), {"PATH": "/bin"})
+        self.assertEqual(toolpdp.command_env(pb.Execution(env_enforced=True), {"HOME": "/root"}), {})
+        self.assertEqual(toolpdp.command_env(pb.Execution(), {"HOME": "/root"}), {"HOME": "/root"})
+        self.assertEqual(toolpdp.command_env(None, {"A": "1"}), {"A": "1"})
+
+
+def call(tool, args=None, server=""):
+    return SimpleNamespace(tool_name=tool, args=args or {}, server=server, category=pb.CATEGORY_UNSPECIFIED)
+
+
+@unittest.skipUnless(ADDR, "TOOLPDP_TEST_ADDR is not set: run clients/python/run")
+class PermissionGateTest(unittest.TestCase):
+    def test_seed_000_callback(self):
+        asyncio.run(self._callback())
+
+    async def _callback(self):
+        asked = []
+
+        async def ask_user(ctx, message):
+            asked.append(ctx.tool_name)
+            if ctx.args.get("content") == "boom":
+                raise RuntimeError("the UI crashed")
+            if ctx.tool_name == "Write":
+                return Decision.allow(remember=True)
+            return Decision.deny("user said no")
+
+        async with AsyncClient(ADDR, agent_id="py", session_id=session()) as pdp:
+            gate = PermissionGate(pdp, ask_user)
+            write = {"file_path": os.path.join(CWD, "n.md"), "content": "hi"}
+            self.assertTrue((await gate(call("Read", {"file_path": os.path.join(CWD, "a")}))).allowed)
+            self.assertFalse(await gate.report_result())
+            d = await gate(call("create_issue", server="github"))
+            self.assertFalse(d.allowed)
+            self.assertIn("github", d.message)
+            self.assertTrue((await gate(call("Write", write))).allowed)
+            self.assertEqual(asked, ["Write"])
+            self.assertTrue((await gate(call("Write", write))).allowed, "remembered")
+            self.assertEqual(asked, ["Write"], "nobody asked again")
+            d = await gate(call("Write", dict(write, content="boom")))
+            self.assertFalse(d.allowed, "an exception in ask_user fails closed")
+        async with AsyncClient(DOWN, timeout=0.5) as down:
+            self.assertFalse((await PermissionGate(down, ask_user)(call("Read"))).allowed)
+
+
+if __name__ == "__main__":
+    sys.exit(unittest.main())
