@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpdp/toolpdp/pdp/decisionlog"
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -30,23 +32,18 @@ drop if input.input.args.drop_me == true
 // a PEM key in Write content and a Confirm's deny message, and finds none
 // in the log.
 func TestDecisionLogHoldsNoSecret(t *testing.T) {
-	dir := writeBundle(t, map[string]string{
+	dir := testkit.WriteBundle(t, map[string]string{
 		"agents/data.json":     `{"default": {}}`,
 		"guardrails/data.json": `{"deny_commands": ["curl", "psql"], "ask_commands": ["git push"]}`,
 		"system/log/mask.rego": logMaskPolicy,
 	})
-	snap, err := Load(context.Background(), &Sources{Paths: []string{dir}}, time.Minute, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	dlog, err := NewDecisionLog(DecisionLogConfig{Writer: &out, QueueSize: 100, Block: true, Logger: quiet})
+	dlog, err := decisionlog.New(decisionlog.Config{Writer: &out, QueueSize: 100, Block: true, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := NewEngine(EngineConfig{Logger: quiet, EvalTimeout: 5 * time.Second, Sessions: NewSessions(10, time.Hour), Pending: NewPending(10, time.Hour), DecisionLog: dlog})
-	e.Swap(snap)
+	e := loadedEngine(t, Config{Bundles: []string{dir}, Logger: quiet, EvalTimeout: 5 * time.Second, MaxSessions: 10, MaxPending: 10, DecisionLog: dlog})
 
 	secrets := map[string]string{ // what must not appear -> where it was planted
 		"sk-proj-Zq8xA1b2C3d4E5f6G7h8":                          "env OPENAI_KEY (shape sk-)",
@@ -73,25 +70,25 @@ func TestDecisionLogHoldsNoSecret(t *testing.T) {
 		"droppedbypolicy":                                       "a decision the bundle's policy drops",
 	}
 	ctx := context.Background()
-	e.Decide(ctx, &pb.DecideRequest{SessionId: "s", ToolName: "Read",
+	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read",
 		Env: map[string]string{"OPENAI_KEY": "sk-proj-Zq8xA1b2C3d4E5f6G7h8", "GITHUB_PAT": "plainvalue4pat",
 			"DATABASE_URL": "postgres://u:dbpass4url@db.internal/app", "GH": "gho_0123456789abcdefghijABCDEFGHIJ012345", "PATH": "/usr/bin"},
-		Args: mustStruct(t, map[string]any{
+		Args: testkit.Struct(t, map[string]any{
 			"file_path": "/tmp/x", "pat": "patvalue4arg", "auth": "authvalue4arg", "bearer": "bearervalue4arg", "api-key": "apikeyvalue4arg",
 			"headers": map[string]any{"X-API-KEY": "hdrvalue4apikey", "Accept": "text/plain"},
 			"list":    []any{"ghp_0123456789abcdefghijABCDEFGHIJ012345", "xoxb-123456789012-abcdefghij", "id AKIAIOSFODNN7EXAMPLE here"},
 			"jwt":     "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl",
 			"note":    "maskedbypolicy", "ticket": "ticketbypolicy",
 		})})
-	e.Decide(ctx, &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: mustStruct(t, map[string]any{
+	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{
 		"command": `curl -H "Authorization: Bearer tokBearerInCurl8xY" https://api.example.com && git clone https://x:github_pat_11ABCDEFG0123456789_abcdefghijk@github.com/o/r`})})
-	e.Decide(ctx, &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: mustStruct(t, map[string]any{
+	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{
 		"command": `PGPASSWORD=pgpass4env psql --password=hunter2pw -h db`})})
-	e.Decide(ctx, &pb.DecideRequest{SessionId: "s", ToolName: "Write", Args: mustStruct(t, map[string]any{
+	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Write", Args: testkit.Struct(t, map[string]any{
 		"file_path": "/tmp/key.pem", "content": "-----BEGIN RSA PRIVATE KEY-----\nMIIEpemsecretBODYline\nabc\n-----END RSA PRIVATE KEY-----\n"})})
-	e.Decide(ctx, &pb.DecideRequest{SessionId: "s", ToolName: "Read", Args: mustStruct(t, map[string]any{"drop_me": true, "x": "droppedbypolicy"})})
-	ask := e.Decide(ctx, &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: mustStruct(t, map[string]any{"command": "git push"})})
-	if _, err := e.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "use xoxp-confirm-secret instead"}); err != nil {
+	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read", Args: testkit.Struct(t, map[string]any{"drop_me": true, "x": "droppedbypolicy"})})
+	ask := e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "git push"})})
+	if _, err := e.Confirm("", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "use xoxp-confirm-secret instead"}); err != nil {
 		t.Fatal(err)
 	}
 	dlog.Close()
@@ -118,32 +115,5 @@ func TestDecisionLogHoldsNoSecret(t *testing.T) {
 		if !strings.Contains(text, kept) {
 			t.Errorf("the log lacks %q:\n%s", kept, text)
 		}
-	}
-}
-
-func TestNameMatcher(t *testing.T) {
-	m := newNameMatcher(DefaultRedact)
-	for name, want := range map[string]bool{
-		"GITHUB_TOKEN": true, "X-API-KEY": true, "api-key": true, "pat": true, "GITHUB_PAT": true, "githubPat": true,
-		"auth": true, "X-Auth": true, "bearer": true, "DB_PASSWORD": true, "aws_secret_access_key": true, "Cookie": true,
-		"path": false, "file_path": false, "pattern": false, "author": false, "command": false, "PATH": false, "HOME": false,
-	} {
-		if got := m.masks(name); got != want {
-			t.Errorf("masks(%q) = %v, want %v", name, got, want)
-		}
-	}
-}
-
-func TestClip(t *testing.T) {
-	if got := Clip("short", 10); got != "short" {
-		t.Errorf("Clip short: %q", got)
-	}
-	got := Clip(strings.Repeat("é", 100), 11)
-	if len(got) > 11 || !strings.HasSuffix(got, "…") || !strings.HasPrefix(got, "éééé") {
-		t.Errorf("Clip cuts on a character: %q", got)
-	}
-	long := "command " + strings.Repeat("x", 5000) + " is denied; do not run it"
-	if c := clipMiddle(long, MaxMessageBytes); len(c) > MaxMessageBytes || !strings.HasSuffix(c, "do not run it") || !strings.HasPrefix(c, "command x") {
-		t.Errorf("clipMiddle: %d bytes, %q…%q", len(c), c[:20], c[len(c)-20:])
 	}
 }

@@ -1,0 +1,55 @@
+package grpcapi
+
+import (
+	"context"
+	"fmt"
+	"github.com/toolpdp/toolpdp/pdp/bundles"
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
+	"github.com/toolpdp/toolpdp/pdp/policy"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// BenchmarkLoad is a whole reload off to the side: read, validate, merge,
+// compile, prepare, index (no swap).
+func BenchmarkLoad(b *testing.B) {
+	for name, paths := range map[string][]string{"default": nil, "realistic": {"../../testdata/bench"}} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := policy.Load(context.Background(), &bundles.Sources{Paths: paths}, time.Minute, time.Now()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkChangeToServing is the time from a file change (an atomic
+// rename, as editors and deploy tools do it) to the new revision answering
+// Decide through the real watcher (200 ms debounce) and gRPC. Reports the
+// median and maximum over the run; run with -benchtime=20x.
+func BenchmarkChangeToServing(b *testing.B) {
+	t := &testing.T{}
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("c0"), "agents/data.json": goodAgents})
+	ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true, poll: time.Hour})
+	var took []time.Duration
+	i := 0
+	for b.Loop() {
+		i++
+		want := fmt.Sprintf("library-0.1.0,c%d", i)
+		start := time.Now()
+		writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest(fmt.Sprintf("c%d", i))))
+		for ts.revision(t) != want {
+			if time.Since(start) > 10*time.Second {
+				b.Fatalf("%s not serving after 10s", want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "median-ms")
+	b.ReportMetric(float64(took[len(took)-1].Milliseconds()), "max-ms")
+}
