@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -26,7 +24,7 @@ func TestDecisionLogDropsWhenFull(t *testing.T) {
 	}
 	close(blocked.release)
 	dlog.Close()
-	if got := counterValue(t, dlog.dropped); got < 8 {
+	if got := testkit.CounterValue(t, dlog.dropped); got < 8 {
 		t.Fatalf("dropped %v of 10 with a queue of 1 and a stuck writer", got)
 	}
 }
@@ -73,13 +71,4 @@ func TestApplyMasks(t *testing.T) {
 	if err := applyMasks(line, []any{"/elsewhere/x", "no-slash", map[string]any{"op": "add", "path": "/input/x"}}); err == nil {
 		t.Fatal("bad pointers and ops were not reported")
 	}
-}
-
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }

@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"errors"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/encoding"
@@ -35,11 +36,12 @@ const overloadedField protowire.Number = 536870909
 // room for its bytes; the server's first interceptor releases them.
 type utf8Codec struct {
 	encoding.CodecV2
-	gate *byteGate // nil: no bound
+	gate *byteGate     // nil: no bound
+	wait time.Duration // how long a request waits for room in the gate
 }
 
-func newUTF8Codec(gate *byteGate) encoding.CodecV2 {
-	return utf8Codec{CodecV2: encoding.GetCodecV2("proto"), gate: gate}
+func newUTF8Codec(gate *byteGate) utf8Codec {
+	return utf8Codec{CodecV2: encoding.GetCodecV2("proto"), gate: gate, wait: inflightWait}
 }
 
 func (c utf8Codec) Unmarshal(data mem.BufferSlice, v any) error {
@@ -54,7 +56,7 @@ func (c utf8Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return nil
 	}
 	if _, decide := m.(*pb.DecideRequest); decide && c.gate != nil {
-		if !c.gate.admit(m, int64(len(buf)), inflightWait) {
+		if !c.gate.admit(m, int64(len(buf)), c.wait) {
 			mark(m, overloadedField, "request")
 			return nil
 		}

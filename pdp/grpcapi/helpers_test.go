@@ -11,6 +11,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -178,22 +179,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 
 // reloads is the value of toolpdp_bundle_reloads_total{result}.
 func (ts *testServer) reloads(t *testing.T, result string) float64 {
-	t.Helper()
-	mfs, err := ts.registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "toolpdp_bundle_reloads_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == result {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return ts.metric(t, "toolpdp_bundle_reloads_total", result)
 }
 
 // revision is the policy revision a Decide is answered with now.
@@ -202,19 +188,33 @@ func (ts *testServer) revision(t *testing.T) string {
 	return ts.decide(t, &pb.DecideRequest{AgentId: "__probe__", ToolName: "Read"}).PolicyRevision
 }
 
-// metric is the value of the registry's counter or gauge name (its first
-// series).
-func (ts *testServer) metric(t *testing.T, name string) float64 {
+// metric is the value of the registry's counter or gauge name: of its
+// series with these label values, or of its first series when none are
+// given.
+func (ts *testServer) metric(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := ts.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == name {
-			m := mf.GetMetric()[0]
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if matchLabels(m.GetLabel(), labels) {
+				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
 		}
 	}
 	return 0
+}
+
+func matchLabels(got []*dto.LabelPair, want []string) bool {
+	for i, v := range want {
+		if i >= len(got) || got[i].GetValue() != v {
+			return false
+		}
+	}
+	return true
 }

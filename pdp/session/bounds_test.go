@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -23,7 +21,7 @@ func TestPendingBoundedInBytes(t *testing.T) {
 	if len(asks) == 0 || len(asks) > 20 || asks[len(asks)-1].DecisionID != "99" || p.asks.bytes > 20_000 {
 		t.Fatalf("%d asks held in %d bytes; want the newest, under 20,000 bytes", len(asks), p.asks.bytes)
 	}
-	if n := counterValue(t, p.evicted.WithLabelValues("asks", "bytes")); n != float64(100-len(asks)) {
+	if n := testkit.CounterValue(t, p.evicted.WithLabelValues("asks", "bytes")); n != float64(100-len(asks)) {
 		t.Errorf("evicted for bytes: %v", n)
 	}
 	p.Add(&Call{DecisionID: "late", Created: now.Add(2 * time.Hour), Decision: pb.Decision_DECISION_ASK})
@@ -42,7 +40,7 @@ func TestSessionsBoundedInBytes(t *testing.T) {
 	if s.bytes > 64<<10 || s.Len() == 0 || s.Len() > 100 {
 		t.Fatalf("%d sessions in %d bytes", s.Len(), s.bytes)
 	}
-	if n := counterValue(t, s.evicted); int(n) != 1000-s.Len() {
+	if n := testkit.CounterValue(t, s.evicted); int(n) != 1000-s.Len() {
 		t.Errorf("evicted %v", n)
 	}
 	s.mu.Lock()
@@ -77,13 +75,4 @@ func TestRememberedApprovalsChargedToTheSession(t *testing.T) {
 	if want := int64(sessionOverhead+2*(len("a")+len("s"))) + rememberedSize; s.bytes != want {
 		t.Fatalf("bytes %d after a reload's approval, want %d", s.bytes, want)
 	}
-}
-
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
