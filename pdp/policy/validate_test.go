@@ -26,12 +26,12 @@ func agentsBundle(t *testing.T, agents string) *bundles.Bundle {
 func TestValidateNamesTheField(t *testing.T) {
 	builtins := map[string]bool{"Read": true}
 	for agents, want := range map[string]string{
-		`[]`: `b: agents: must be an object keyed by agent id, got an array`,
-		`{"c": {"max_consecutive_denials": 0}}`:                                                   `b: agent 'c': max_consecutive_denials: must be a whole number of at least 1, got 0`,
-		`{"c": {"tools": [{"type": "custom", "name": "Read"}]}}`:                                  `b: agent 'c': tools[0].name: custom tool "Read" takes the name of a built-in tool`,
-		`{"c": {"tools": [{"type": "mcp_toolset", "mcp_server_name": "gh"}]}}`:                    `b: agent 'c': tools[0].mcp_server_name: server "gh" is not declared in mcp_servers`,
-		`{"c": {"execution_policy": {"read_paths": ["/a", "rel"]}}}`:                              `b: agent 'c': execution_policy.read_paths[1]: "rel" is not an absolute path`,
-		`{"c": {"execution_policy": {"env": {"mode": "all", "names": []}}}}`:                      `b: agent 'c': execution_policy.env.mode: "all" is not allowlist or denylist`,
+		`[]`:                                    `b: agents: must be an object keyed by agent id, got an array`,
+		`{"c": {"max_consecutive_denials": 0}}`: `b: agent 'c': max_consecutive_denials: must be a whole number of at least 1, got 0`,
+		`{"c": {"tools": [{"type": "custom", "name": "Read"}]}}`:                                     `b: agent 'c': tools[0].name: custom tool "Read" takes the name of a built-in tool`,
+		`{"c": {"tools": [{"type": "mcp_toolset", "mcp_server_name": "gh"}]}}`:                       `b: agent 'c': tools[0].mcp_server_name: server "gh" is not declared in mcp_servers`,
+		`{"c": {"execution_policy": {"read_paths": ["/a", "rel"]}}}`:                                 `b: agent 'c': execution_policy.read_paths[1]: "rel" is not an absolute path`,
+		`{"c": {"execution_policy": {"env": {"mode": "all", "names": []}}}}`:                         `b: agent 'c': execution_policy.env.mode: "all" is not allowlist or denylist`,
 		`{"c": {"tools": [{"type": "agent_toolset", "configs": [{"name": "x", "enabled": "no"}]}]}}`: `b: agent 'c': tools[0].configs[0].enabled: must be true or false, got a string`,
 	} {
 		_, err := validateAgents(agentsBundle(t, agents), builtins, map[string]Definition{})
