@@ -219,7 +219,7 @@ func (d *Log) run() {
 }
 
 // lines renders an entry, masked: a decision, plus a
-// tool.permission_denied event for a deny (seed 000); or a
+// tool.permission_denied event for a deny; or a
 // tool.confirmation or tool.result event. A decision the bundle's policy
 // drops is not written, nor is its event; one whose mask policy fails is
 // not written either (counted), since it may hold what the policy meant to

@@ -62,7 +62,7 @@ type conformanceExpect struct {
 	Code            string            `json:"code"` // a gRPC status name, for confirm and report steps
 }
 
-// TestConformance runs every file of shared/conformance (SPEC §10) through a
+// TestConformance runs every file of shared/conformance through a
 // real server over gRPC, with reloads done by rewriting the bundle on disk.
 func TestConformance(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(conformanceDir, "*.json"))
