@@ -1,30 +1,14 @@
 package grpcapi
 
 import (
-	"context"
 	"fmt"
-	"github.com/toolpdp/toolpdp/pdp/bundles"
-	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
-	"github.com/toolpdp/toolpdp/pdp/policy"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
-)
 
-// BenchmarkLoad is a whole reload off to the side: read, validate, merge,
-// compile, prepare, index (no swap).
-func BenchmarkLoad(b *testing.B) {
-	for name, paths := range map[string][]string{"default": nil, "realistic": {"../../testdata/bench"}} {
-		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				if _, err := policy.Load(context.Background(), &bundles.Sources{Paths: paths}, time.Minute, time.Now()); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
+)
 
 // BenchmarkChangeToServing is the time from a file change (an atomic
 // rename, as editors and deploy tools do it) to the new revision answering
