@@ -35,7 +35,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/bundles"
+	"github.com/toolpdp/toolpdp/pdp/policy"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -291,7 +292,7 @@ func startOPA(work string) (string, func(), error) {
 // opaInput is {"input": ...}: exactly the document toolpdp evaluates; and
 // the same without input.agent.decided, which the chain does not need.
 func opaInput(req *pb.DecideRequest) (full, slim []byte, err error) {
-	snap, err := pdp.Load(context.Background(), &pdp.Sources{Paths: []string{*bundleDir}}, time.Minute, time.Now())
+	snap, err := policy.Load(context.Background(), &bundles.Sources{Paths: []string{*bundleDir}}, time.Minute, time.Now())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolpdp/toolpdp/client"
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -23,15 +24,14 @@ func serve(t *testing.T) string {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	engine := pdp.NewEngine(pdp.EngineConfig{Logger: log, EvalTimeout: time.Second, Sessions: pdp.NewSessions(10, time.Hour), Pending: pdp.NewPending(10, time.Hour)})
-	loader, err := pdp.NewLoader(pdp.LoaderConfig{Sources: &pdp.Sources{}, Engine: engine, Logger: log, Registerer: reg, TestTimeout: time.Minute})
+	engine, err := pdp.New(pdp.Config{Logger: log, Registerer: reg, EvalTimeout: time.Second, TestTimeout: time.Minute, MaxSessions: 10, MaxPending: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := loader.Reload(context.Background(), true); err != nil {
+	if err := engine.Reload(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
-	srv, _, err := pdp.NewServer(engine, loader, pdp.ServerConfig{MaxArgsBytes: 1 << 20, Logger: log, Registerer: reg})
+	srv, _, err := grpcapi.New(engine, grpcapi.Config{MaxArgsBytes: 1 << 20, Logger: log, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,12 +155,3 @@ func canonical(ctx context.Context, path string) (string, error) {
 	}
 	return done, nil
 }
-
-// Inside reports whether path equals root or lies below it by whole
-// segments: /p/src2 is not inside /p/src. Both must be canonical.
-func Inside(path, root string) bool {
-	if path == root || root == "/" {
-		return path == root || strings.HasPrefix(path, "/")
-	}
-	return strings.HasPrefix(path, root) && len(path) > len(root) && path[len(root)] == '/'
-}

@@ -1,108 +1,104 @@
 package pdp
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"strconv"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/toolpdp/toolpdp/pdp/decisionlog"
+	"github.com/toolpdp/toolpdp/pdp/policy"
+	"github.com/toolpdp/toolpdp/pdp/session"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
 // MaxReportErrorBytes bounds ReportResult's error text.
 const MaxReportErrorBytes = 16 << 10
 
-// Confirm records a person's answer to an ask (seed 001's
-// user.tool_confirmation). A deny counts toward the session's consecutive
+// Confirm records a person's answer to workspace ws's ask. A deny counts toward the session's consecutive
 // cap; an allow resets it for a session that never reported a result; an
 // allow with remember lets later calls of the session that are exactly this
 // call run without asking. The request's shape is checked first
 // (INVALID_ARGUMENT), then the id (NOT_FOUND: unknown, expired, or another
 // workspace's), then its state (FAILED_PRECONDITION: not an ask, or
 // answered before).
-func (e *Engine) Confirm(ctx context.Context, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
+func (e *Engine) Confirm(ws string, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
 	var answer pb.Decision
 	switch req.GetResult() {
 	case "allow":
 		if req.GetDenyMessage() != "" {
-			return nil, status.Error(codes.InvalidArgument, "deny_message: only valid with result \"deny\"")
+			return nil, errorf(InvalidArgument, "deny_message: only valid with result \"deny\"")
 		}
 		answer = pb.Decision_DECISION_ALLOW
 	case "deny":
 		if req.GetRemember() {
-			return nil, status.Error(codes.InvalidArgument, "remember: only valid with result \"allow\"")
+			return nil, errorf(InvalidArgument, "remember: only valid with result \"allow\"")
 		}
 		answer = pb.Decision_DECISION_DENY
 	default:
-		return nil, status.Errorf(codes.InvalidArgument, "result: %q is not \"allow\" or \"deny\"", req.GetResult())
+		return nil, errorf(InvalidArgument, "result: %q is not \"allow\" or \"deny\"", req.GetResult())
 	}
-	ws, _ := callerWorkspace(ctx)
 	id, err := e.callID(ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	now := e.now()
+	now := e.cfg.Now()
 	ask, found, answered := e.pending.Answer(id, ws, answer, now)
 	switch {
-	case found == expired:
-		return nil, status.Errorf(codes.NotFound, "decision_id: %q expired before it was confirmed", id)
-	case found == notFound:
+	case found == session.Expired:
+		return nil, errorf(NotFound, "decision_id: %q expired before it was confirmed", id)
+	case found == session.NotFound:
 		return nil, notFoundError(id)
-	case ask.decision != pb.Decision_DECISION_ASK:
-		return nil, status.Errorf(codes.FailedPrecondition, "decision_id: %q was not an ask (it was %s); only asks are confirmed", id, effectName(ask.decision))
+	case ask.Decision != pb.Decision_DECISION_ASK:
+		return nil, errorf(FailedPrecondition, "decision_id: %q was not an ask (it was %s); only asks are confirmed", id, policy.EffectName(ask.Decision))
 	case !answered:
-		return nil, status.Errorf(codes.FailedPrecondition, "decision_id: %q was answered before (%s); an ask is answered once", id, effectName(ask.answer))
+		return nil, errorf(FailedPrecondition, "decision_id: %q was answered before (%s); an ask is answered once", id, policy.EffectName(ask.Answer))
 	}
-	halt := e.sessions.Record(ask.Workspace, ask.AgentID, ask.SessionID, effectName(answer), ask.maxDenials, now)
+	halt := e.sessions.Record(ask.Workspace, ask.AgentID, ask.SessionID, policy.EffectName(answer), ask.MaxDenials, now)
 	remembered := false
-	if req.GetRemember() && ask.SessionID != "" && ask.remember != (rememberKey{}) {
-		e.sessions.Remember(ask.Workspace, ask.AgentID, ask.SessionID, ask.remember, ask.generation, now.Add(e.remember), now)
+	if req.GetRemember() && ask.SessionID != "" && ask.Remember != (session.RememberKey{}) {
+		e.sessions.Remember(ask.Workspace, ask.AgentID, ask.SessionID, ask.Remember, ask.Generation, now.Add(e.cfg.RememberTTL), now)
 		remembered = true
 	}
-	e.dlog.record(logEntry{kind: "confirmation", at: now, confirm: req, ask: ask, halt: halt, remembered: remembered})
+	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Confirmation, At: now, Confirm: req, Call: logCall(ask), Halt: halt, Remembered: remembered})
 	return &pb.ConfirmResponse{Decision: answer, Halt: halt}, nil
 }
 
-// ReportResult records how an allowed call ended (seed 000: denials share
-// the consecutive-error cap with errors): an error adds one to the
-// session's count, a success resets it. Checked like Confirm: shape, then
+// ReportResult records how workspace ws's allowed call ended — denials and
+// errors share one consecutive cap: an error adds one to the session's
+// count, a success resets it. Checked like Confirm: shape, then
 // id (NOT_FOUND), then state (FAILED_PRECONDITION: not allowed, or
 // reported before).
-func (e *Engine) ReportResult(ctx context.Context, req *pb.ReportResultRequest) (*pb.ReportResultResponse, error) {
+func (e *Engine) ReportResult(ws string, req *pb.ReportResultRequest) (*pb.ReportResultResponse, error) {
 	if !req.GetIsError() && req.GetError() != "" {
-		return nil, status.Error(codes.InvalidArgument, "error: only valid with is_error true")
+		return nil, errorf(InvalidArgument, "error: only valid with is_error true")
 	}
 	if len(req.GetError()) > MaxReportErrorBytes {
-		return nil, status.Errorf(codes.InvalidArgument, "error: %d bytes, more than the limit of %d", len(req.GetError()), MaxReportErrorBytes)
+		return nil, errorf(InvalidArgument, "error: %d bytes, more than the limit of %d", len(req.GetError()), MaxReportErrorBytes)
 	}
-	ws, _ := callerWorkspace(ctx)
 	id, err := e.callID(ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
 	call, found, marked := e.pending.Report(id, ws)
 	switch {
-	case found == notFound:
+	case found == session.NotFound:
 		return nil, notFoundError(id)
-	case !call.allowed():
-		state := effectName(call.decision)
-		if call.decision == pb.Decision_DECISION_ASK {
+	case !call.Allowed():
+		state := policy.EffectName(call.Decision)
+		if call.Decision == pb.Decision_DECISION_ASK {
 			state = "an ask not allowed by a person"
-			if call.answer == pb.Decision_DECISION_UNSPECIFIED {
+			if call.Answer == pb.Decision_DECISION_UNSPECIFIED {
 				state = "an ask still awaiting a person"
 			}
 		}
-		return nil, status.Errorf(codes.FailedPrecondition, "decision_id: %q was %s; only an allowed call has a result to report", id, state)
+		return nil, errorf(FailedPrecondition, "decision_id: %q was %s; only an allowed call has a result to report", id, state)
 	case !marked:
-		return nil, status.Errorf(codes.FailedPrecondition, "decision_id: %q was reported before; a call ends once", id)
+		return nil, errorf(FailedPrecondition, "decision_id: %q was reported before; a call ends once", id)
 	}
-	now := e.now()
-	halt := e.sessions.Report(call.Workspace, call.AgentID, call.SessionID, req.GetIsError(), call.maxDenials, now)
-	e.dlog.record(logEntry{kind: "result", at: now, report: req, ask: call, halt: halt})
+	now := e.cfg.Now()
+	halt := e.sessions.Report(call.Workspace, call.AgentID, call.SessionID, req.GetIsError(), call.MaxDenials, now)
+	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Result, At: now, Report: req, Call: logCall(call), Halt: halt})
 	return &pb.ReportResultResponse{Halt: halt}, nil
 }
 
@@ -111,25 +107,28 @@ func (e *Engine) ReportResult(ctx context.Context, req *pb.ReportResultRequest) 
 func (e *Engine) callID(ws, decisionID, callID, agentID, sessionID string) (string, error) {
 	switch {
 	case decisionID != "" && callID != "":
-		return "", status.Error(codes.InvalidArgument, "decision_id, call_id: give one, not both")
+		return "", errorf(InvalidArgument, "decision_id, call_id: give one, not both")
 	case decisionID != "":
 		return decisionID, nil
 	case callID == "":
-		return "", status.Error(codes.InvalidArgument, "decision_id: required (or call_id with agent_id and session_id)")
+		return "", errorf(InvalidArgument, "decision_id: required (or call_id with agent_id and session_id)")
 	}
-	if agentID == "" {
-		agentID = DefaultAgent
-	}
+	agentID = policy.AgentID(agentID)
 	if id := e.pending.ByCallID(ws, agentID, sessionID, callID); id != "" {
 		return id, nil
 	}
-	return "", status.Errorf(codes.NotFound, "call_id: %q of agent '%s' in session %q names no recent decision", callID, agentID, sessionID)
+	return "", errorf(NotFound, "call_id: %q of agent '%s' in session %q names no recent decision", callID, agentID, sessionID)
+}
+
+// logCall names a decided call in the decision log.
+func logCall(c *session.Call) decisionlog.Call {
+	return decisionlog.Call{DecisionID: c.DecisionID, CallID: c.CallID, AgentID: c.AgentID, SessionID: c.SessionID, ToolName: c.ToolName}
 }
 
 // notFoundError is the same for an id never issued, one forgotten and one
 // of another workspace: the caller cannot tell them apart.
 func notFoundError(id string) error {
-	return status.Errorf(codes.NotFound, "decision_id: %q names no recent decision (unknown, forgotten, or never issued)", id)
+	return errorf(NotFound, "decision_id: %q names no recent decision (unknown, forgotten, or never issued)", id)
 }
 
 // Bounds of a ListPending page.
@@ -138,13 +137,13 @@ const (
 	MaxPageSize     = 1000
 )
 
-// ListPending lists a page of the asks of the caller's workspace no person
-// has answered yet, oldest first, and the token of the next page ("" on the
+// ListPending lists a page of the asks of workspace ws no person has
+// answered yet, oldest first, and the token of the next page ("" on the
 // last). A page size of 0 is DefaultPageSize; a larger one than MaxPageSize
 // is MaxPageSize.
-func (e *Engine) ListPending(ctx context.Context, agentID string, pageSize int32, pageToken string) ([]PendingAsk, string, error) {
+func (e *Engine) ListPending(ws, agentID string, pageSize int32, pageToken string) ([]session.Call, string, error) {
 	if pageSize < 0 {
-		return nil, "", status.Errorf(codes.InvalidArgument, "page_size: %d is negative", pageSize)
+		return nil, "", errorf(InvalidArgument, "page_size: %d is negative", pageSize)
 	}
 	size := int(pageSize)
 	switch {
@@ -155,10 +154,9 @@ func (e *Engine) ListPending(ctx context.Context, agentID string, pageSize int32
 	}
 	after, err := parsePageToken(pageToken)
 	if err != nil {
-		return nil, "", status.Errorf(codes.InvalidArgument, "page_token: %v", err)
+		return nil, "", errorf(InvalidArgument, "page_token: %v", err)
 	}
-	ws, _ := callerWorkspace(ctx)
-	asks, next := e.pending.Page(ws, agentID, after, size, e.now())
+	asks, next := e.pending.Page(ws, agentID, after, size, e.cfg.Now())
 	return asks, encodePageToken(next), nil
 }
 

@@ -2,56 +2,136 @@ package pdp
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/toolpdp/toolpdp/pdp/decisionlog"
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
-// syncBuffer is a bytes.Buffer safe for the writer goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// A bundle's OPA decision-log mask policy, as security teams write it for OPA.
+const logMaskPolicy = `package system.log
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
+import rego.v1
 
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+mask contains "/input/args/note"
+
+mask contains {"op": "upsert", "path": "/input/args/ticket", "value": "**policy**"}
+
+drop if input.input.args.drop_me == true
+`
+
+// TestDecisionLogHoldsNoSecret plants a secret of every shape, and under
+// every name the masking knows, in args, env, a command that a guardrail
+// quotes in its deny message (and so in the tool.permission_denied event),
+// a PEM key in Write content and a Confirm's deny message, and finds none
+// in the log.
+func TestDecisionLogHoldsNoSecret(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{
+		"agents/data.json":     `{"default": {}}`,
+		"guardrails/data.json": `{"deny_commands": ["curl", "psql"], "ask_commands": ["git push"]}`,
+		"system/log/mask.rego": logMaskPolicy,
+	})
+	var out testkit.SyncBuffer
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dlog, err := decisionlog.New(decisionlog.Config{Writer: &out, QueueSize: 100, Block: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := loadedEngine(t, Config{Bundles: []string{dir}, Logger: quiet, EvalTimeout: 5 * time.Second, MaxSessions: 10, MaxPending: 10, DecisionLog: dlog})
+
+	secrets := map[string]string{ // what must not appear -> where it was planted
+		"sk-proj-Zq8xA1b2C3d4E5f6G7h8":                          "env OPENAI_KEY (shape sk-)",
+		"plainvalue4pat":                                        "env GITHUB_PAT (name)",
+		"dbpass4url":                                            "env DATABASE_URL (password in a URL)",
+		"hdrvalue4apikey":                                       "args headers.X-API-KEY (name)",
+		"patvalue4arg":                                          "args pat (name)",
+		"authvalue4arg":                                         "args auth (name)",
+		"bearervalue4arg":                                       "args bearer (name)",
+		"apikeyvalue4arg":                                       "args api-key (name)",
+		"tokBearerInCurl8xY":                                    "command: Authorization: Bearer",
+		"MIIEpemsecretBODYline":                                 "Write content: PEM private key",
+		"ghp_0123456789abcdefghijABCDEFGHIJ012345":              "args: ghp_",
+		"gho_0123456789abcdefghijABCDEFGHIJ012345":              "env: gho_",
+		"github_pat_11ABCDEFG0123456789_abcdefghijk":            "command: github_pat_",
+		"xoxb-123456789012-abcdefghij":                          "args: xox?-",
+		"AKIAIOSFODNN7EXAMPLE":                                  "args: AKIA",
+		"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl": "args: JWT",
+		"hunter2pw":                                             "command: --password=",
+		"pgpass4env":                                            "command: PGPASSWORD=",
+		"xoxp-confirm-secret":                                   "Confirm deny_message: xox?-",
+		"maskedbypolicy":                                        "args note (the bundle's mask policy)",
+		"ticketbypolicy":                                        "args ticket (the bundle's upsert)",
+		"droppedbypolicy":                                       "a decision the bundle's policy drops",
+	}
+	ctx := context.Background()
+	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read",
+		Env: map[string]string{"OPENAI_KEY": "sk-proj-Zq8xA1b2C3d4E5f6G7h8", "GITHUB_PAT": "plainvalue4pat",
+			"DATABASE_URL": "postgres://u:dbpass4url@db.internal/app", "GH": "gho_0123456789abcdefghijABCDEFGHIJ012345", "PATH": "/usr/bin"},
+		Args: testkit.Struct(t, map[string]any{
+			"file_path": "/tmp/x", "pat": "patvalue4arg", "auth": "authvalue4arg", "bearer": "bearervalue4arg", "api-key": "apikeyvalue4arg",
+			"headers": map[string]any{"X-API-KEY": "hdrvalue4apikey", "Accept": "text/plain"},
+			"list":    []any{"ghp_0123456789abcdefghijABCDEFGHIJ012345", "xoxb-123456789012-abcdefghij", "id AKIAIOSFODNN7EXAMPLE here"},
+			"jwt":     "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl",
+			"note":    "maskedbypolicy", "ticket": "ticketbypolicy",
+		})})
+	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{
+		"command": `curl -H "Authorization: Bearer tokBearerInCurl8xY" https://api.example.com && git clone https://x:github_pat_11ABCDEFG0123456789_abcdefghijk@github.com/o/r`})})
+	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{
+		"command": `PGPASSWORD=pgpass4env psql --password=hunter2pw -h db`})})
+	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Write", Args: testkit.Struct(t, map[string]any{
+		"file_path": "/tmp/key.pem", "content": "-----BEGIN RSA PRIVATE KEY-----\nMIIEpemsecretBODYline\nabc\n-----END RSA PRIVATE KEY-----\n"})})
+	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read", Args: testkit.Struct(t, map[string]any{"drop_me": true, "x": "droppedbypolicy"})})
+	ask := e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "git push"})})
+	if _, err := e.Confirm("", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "use xoxp-confirm-secret instead"}); err != nil {
+		t.Fatal(err)
+	}
+	dlog.Close()
+	text := out.String()
+	for secret, where := range secrets {
+		if strings.Contains(text, secret) {
+			t.Errorf("the decision log holds the secret planted in %s (%s)", where, secret)
+		}
+	}
+	kinds := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		kinds[v["type"].(string)]++
+	}
+	if kinds["decision"] != 5 || kinds["tool.permission_denied"] != 2 || kinds["tool.confirmation"] != 1 {
+		t.Errorf("lines by type %v; want 5 decisions (one dropped by the policy), 2 denials, 1 confirmation", kinds)
+	}
+	// Masking keeps what is not a secret.
+	for _, kept := range []string{`"PATH":"/usr/bin"`, `"Accept":"text/plain"`, "curl -H", "Authorization: Bearer [REDACTED]",
+		"postgres://u:[REDACTED]@db.internal/app", `"erased":["/input/args/note"]`, `"ticket":"**policy**"`, "--password=[REDACTED]"} {
+		if !strings.Contains(text, kept) {
+			t.Errorf("the log lacks %q:\n%s", kept, text)
+		}
+	}
 }
 
 func TestDecisionLogLines(t *testing.T) {
-	dir := writeBundle(t, map[string]string{".manifest": manifest("dl1"), "agents/data.json": sessionAgents})
-	snap, err := Load(context.Background(), &Sources{Paths: []string{dir}}, time.Minute, time.Now())
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("dl1"), "agents/data.json": testkit.SessionAgents})
+	var out testkit.SyncBuffer
+	dlog, err := decisionlog.New(decisionlog.Config{Writer: &out, QueueSize: 100, Block: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
-	dlog, err := NewDecisionLog(DecisionLogConfig{Writer: &out, QueueSize: 100, Block: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := NewEngine(EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), EvalTimeout: time.Second,
-		Sessions: NewSessions(10, time.Hour), Pending: NewPending(10, time.Hour), DecisionLog: dlog})
-	e.Swap(snap)
+	e := loadedEngine(t, Config{Bundles: []string{dir}, EvalTimeout: time.Second, MaxSessions: 10, MaxPending: 10, DecisionLog: dlog})
 	ctx := context.Background()
-	e.Decide(ctx, &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "rm", Env: map[string]string{"GITHUB_TOKEN": "ghp_x", "PATH": "/bin"},
-		Args: mustStruct(t, map[string]any{"path": "/x", "nested": map[string]any{"password": "hunter2"}})})
-	ask := e.Decide(ctx, &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "bash"})
-	if _, err := e.Confirm(context.Background(), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "not now"}); err != nil {
+	e.Decide(ctx, "", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "rm", Env: map[string]string{"GITHUB_TOKEN": "ghp_x", "PATH": "/bin"},
+		Args: testkit.Struct(t, map[string]any{"path": "/x", "nested": map[string]any{"password": "hunter2"}})})
+	ask := e.Decide(ctx, "", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "bash"})
+	if _, err := e.Confirm("", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "not now"}); err != nil {
 		t.Fatal(err)
 	}
 	dlog.Close()
@@ -75,7 +155,7 @@ func TestDecisionLogLines(t *testing.T) {
 		if rev := line["bundles"].(map[string]any)[dir].(map[string]any)["revision"]; rev != "dl1" {
 			t.Errorf("bundles: %v", line["bundles"])
 		}
-		if line["path"] != DecisionPath {
+		if line["path"] != decisionlog.DecisionPath {
 			t.Errorf("path %v", line["path"])
 		}
 	}
@@ -91,24 +171,15 @@ func TestDecisionLogLines(t *testing.T) {
 	}
 }
 
-// When the queue is full and the log drops, decisions go on undelayed and
-// the drop is counted.
-func TestDecisionLogDropsWhenFull(t *testing.T) {
-	blocked := &blockingWriter{release: make(chan struct{})}
-	dlog, err := NewDecisionLog(DecisionLogConfig{Writer: blocked, QueueSize: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+// loadedEngine is an engine built from c, with its bundles loaded.
+func loadedEngine(tb testing.TB, c Config) *Engine {
+	tb.Helper()
+	e, err := New(c)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	for range 10 {
-		dlog.record(logEntry{kind: "decision", at: time.Now(), req: &pb.DecideRequest{ToolName: "Read"}, resp: &pb.DecideResponse{}})
+	if err := e.Reload(context.Background(), true); err != nil {
+		tb.Fatal(err)
 	}
-	close(blocked.release)
-	dlog.Close()
-	if got := counterValue(t, dlog.dropped); got < 8 {
-		t.Fatalf("dropped %v of 10 with a queue of 1 and a stuck writer", got)
-	}
+	return e
 }
-
-type blockingWriter struct{ release chan struct{} }
-
-func (b *blockingWriter) Write(p []byte) (int, error) { <-b.release; return len(p), nil }

@@ -2,122 +2,249 @@ package pdp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolpdp/toolpdp/pdp/bundles"
+	"github.com/toolpdp/toolpdp/pdp/decisionlog"
+	"github.com/toolpdp/toolpdp/pdp/policy"
+	"github.com/toolpdp/toolpdp/pdp/session"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
-// DefaultAgent is the agent a request with no agent_id is decided for.
-const DefaultAgent = "default"
+// Defaults of Config.
+const (
+	DefaultMaxSessions = 10000
+	DefaultSessionIdle = time.Hour
+	DefaultMaxPending  = 10000
+	DefaultPendingTTL  = time.Hour
+	DefaultRememberTTL = time.Hour // how long a remembered approval holds at most
+	DefaultTestTimeout = 30 * time.Second
+	DefaultDebounce    = 200 * time.Millisecond
+	DefaultPoll        = 5 * time.Second
+)
 
-// Engine decides tool calls against the current snapshot.
-type Engine struct {
-	current  atomic.Pointer[Snapshot]
-	sessions *Sessions
-	pending  *Pending
-	dlog     *DecisionLog
-	log      *slog.Logger
-	timeout  time.Duration
-	now      func() time.Time
-	remember time.Duration // how long a remembered approval holds
-	gens     atomic.Uint64 // snapshot generations: remembered approvals end with theirs
-}
+// Config is everything an Engine is built from. Zero values take the
+// defaults above (and the session package's byte bounds).
+type Config struct {
+	Bundles []string                   // the --bundle arguments; none: the embedded default agent
+	Verify  *bundle.VerificationConfig // nil: signatures are not checked
 
-// EngineConfig holds what an Engine is built from.
-type EngineConfig struct {
 	Logger      *slog.Logger
-	EvalTimeout time.Duration    // bound on one evaluation
-	Sessions    *Sessions        // session state; required
-	Pending     *Pending         // asks awaiting Confirm; required
-	DecisionLog *DecisionLog     // where decisions are logged; nil: nowhere
-	Now         func() time.Time // clock; time.Now when nil
-	RememberTTL time.Duration    // how long a remembered approval holds; DefaultRememberTTL when 0
+	Registerer  prometheus.Registerer // nil: metrics are not registered
+	Now         func() time.Time      // clock; time.Now when nil
+	EvalTimeout time.Duration         // bound on building one input and evaluating it; 0: the request's deadline only
+	TestTimeout time.Duration         // bound on a bundle's own _test.rego run at each load
+
+	MaxSessions     int
+	SessionIdle     time.Duration
+	MaxSessionBytes int64
+	MaxPending      int
+	PendingTTL      time.Duration
+	MaxPendingBytes int64
+	RememberTTL     time.Duration
+
+	DecisionLog *decisionlog.Log // nil: decisions are not logged
+
+	Debounce time.Duration // file events closer than this give one reload
+	Poll     time.Duration // how often sources are re-hashed and remote ones polled
+	Watching func()        // called once Run's file watches are in place; may be nil
 }
 
-// DefaultRememberTTL bounds a remembered approval when no --remember-ttl is given.
-const DefaultRememberTTL = time.Hour
+// Engine is one decision point: the policy in force, the session state,
+// and the decision log. It pins, evaluates, records and logs each call.
+type Engine struct {
+	current  atomic.Pointer[active]
+	sources  *bundles.Sources
+	sessions *session.Sessions[policy.Agent]
+	pending  *session.Pending
+	dlog     *decisionlog.Log
+	log      *slog.Logger
+	cfg      Config
+	gens     atomic.Uint64 // snapshot generations: remembered approvals end with theirs
+	reloads  *prometheus.CounterVec
 
-// NewEngine returns an engine with no policy: it denies until Swap.
-func NewEngine(c EngineConfig) *Engine {
+	mu       sync.Mutex // serialises loads; guards the fields below
+	lastErr  error
+	lastHash string
+	onSwap   []func(*policy.Snapshot)
+}
+
+// active is the snapshot in force with what the engine keeps beside it,
+// worked out once per swap.
+type active struct {
+	snap       *policy.Snapshot
+	generation uint64 // one per swap, whether or not the revision changed
+	bundles    []decisionlog.Bundle
+	logPolicy  decisionlog.BundlePolicy // nil: the bundle has none
+}
+
+// New builds an engine with no policy: it denies until a load succeeds.
+func New(c Config) (*Engine, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.RememberTTL <= 0 {
-		c.RememberTTL = DefaultRememberTTL
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{sessions: c.Sessions, pending: c.Pending, dlog: c.DecisionLog, log: c.Logger, timeout: c.EvalTimeout, now: c.Now,
-		remember: c.RememberTTL}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.SessionIdle, DefaultSessionIdle)
+	def(&c.PendingTTL, DefaultPendingTTL)
+	def(&c.RememberTTL, DefaultRememberTTL)
+	def(&c.TestTimeout, DefaultTestTimeout)
+	def(&c.Debounce, DefaultDebounce)
+	def(&c.Poll, DefaultPoll)
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = DefaultMaxPending
+	}
+	e := &Engine{
+		sources:  &bundles.Sources{Paths: c.Bundles, Verify: c.Verify},
+		sessions: session.NewSessions[policy.Agent](c.MaxSessions, c.SessionIdle),
+		pending:  session.NewPending(c.MaxPending, c.PendingTTL),
+		dlog:     c.DecisionLog,
+		log:      c.Logger,
+		cfg:      c,
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolpdp_bundle_reloads_total",
+			Help: "Bundle loads by result: ok, rejected (the last good policy kept serving) or unchanged.",
+		}, []string{"result"}),
+	}
+	e.sessions.SetMaxBytes(c.MaxSessionBytes)
+	e.pending.SetMaxBytes(c.MaxPendingBytes)
+	if c.Registerer != nil {
+		cs := append([]prometheus.Collector{e.reloads}, e.sessions.Collectors()...)
+		for _, m := range append(cs, e.pending.Collectors()...) {
+			if err := c.Registerer.Register(m); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return e, nil
 }
 
-// Swap makes s the snapshot every later request uses. Each swap is a new
-// generation, whether or not the revision string changed: remembered
-// approvals of the generations before it no longer hold.
-func (e *Engine) Swap(s *Snapshot) {
-	s.generation = e.gens.Add(1)
-	e.current.Store(s)
+// OnSwap registers f to be called after every swap of the policy, and at
+// once when one is already in force.
+func (e *Engine) OnSwap(f func(*policy.Snapshot)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.onSwap = append(e.onSwap, f)
+	if a := e.current.Load(); a != nil {
+		f(a.snap)
+	}
 }
 
-// Snapshot is the snapshot in use, or nil before the first load.
-func (e *Engine) Snapshot() *Snapshot { return e.current.Load() }
+// Snapshot is the policy in force, or nil before the first load.
+func (e *Engine) Snapshot() *policy.Snapshot {
+	if a := e.current.Load(); a != nil {
+		return a.snap
+	}
+	return nil
+}
 
-// Decide answers one tool call. It fails closed: every error is a deny.
-func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideResponse {
-	now := e.now()
-	resp := &pb.DecideResponse{DecisionId: newDecisionID()}
-	snap := e.current.Load()
-	if snap == nil {
-		denyResponse(resp, "policy", "no_policy", "no policy is loaded yet: every tool call is denied until a bundle loads")
-		e.dlog.record(logEntry{kind: "decision", at: now, req: req, resp: resp, agentID: req.GetAgentId()})
+// Remote reports whether any bundle comes from a bundle server.
+func (e *Engine) Remote() bool {
+	for _, p := range e.sources.Paths {
+		if bundles.IsRemote(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Run keeps the engine current until ctx ends: it polls bundle servers,
+// watches bundle files and reloads on change (a bad bundle leaves the last
+// good policy serving), and releases idle sessions. Call Reload first for
+// the initial load.
+func (e *Engine) Run(ctx context.Context) error {
+	go e.sweep(ctx)
+	return e.sources.Watch(ctx, bundles.WatchConfig{Debounce: e.cfg.Debounce, Poll: e.cfg.Poll, Logger: e.log, Watching: e.cfg.Watching},
+		func() { _ = e.Reload(ctx, false) })
+}
+
+// sweep releases idle sessions now and then, until ctx ends.
+func (e *Engine) sweep(ctx context.Context) {
+	t := time.NewTicker(max(e.cfg.SessionIdle/4, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			e.sessions.Sweep(e.cfg.Now())
+		}
+	}
+}
+
+// Decide answers one tool call for a caller of workspace ws ("" when
+// nothing binds callers): pin the session's definition, evaluate with the
+// policy alone, then count the decision, keep it for Confirm and
+// ReportResult, and log it. It fails closed: every error is a deny.
+func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *pb.DecideResponse {
+	now := e.cfg.Now()
+	a := e.current.Load()
+	if a == nil {
+		resp := policy.Deny(&pb.DecideResponse{DecisionId: NewDecisionID()}, "policy", "no_policy", "no policy is loaded yet: every tool call is denied until a bundle loads")
+		e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, AgentID: req.GetAgentId()})
 		return resp
 	}
-	resp.PolicyRevision = snap.Revision
-	agentID := req.GetAgentId()
-	if agentID == "" {
-		agentID = DefaultAgent
-	}
-	ws, _ := callerWorkspace(ctx)
-	current := snap.agents[agentID]
+	agentID := policy.AgentID(req.GetAgentId())
+	current := a.snap.Agent(agentID)
 	agent := e.sessions.Pin(ws, agentID, req.GetSessionId(), current, now)
 	evalStart := time.Now()
-	var err error
-	if agent != nil && current == nil {
-		// Revoked: the newest bundle no longer defines the agent this session
-		// is pinned to. Nothing of the pin applies, custom tools included.
-		denyResponse(resp, "session", "agent_removed", fmt.Sprintf("agent '%s' was removed from the policy: every call of its running sessions is denied", agentID))
-	} else {
-		err = e.evaluate(ctx, snap, agentID, agent, req, resp)
-	}
+	resp := e.evaluate(ctx, a.snap, agentID, agent, current, req)
 	evalNs := time.Since(evalStart).Nanoseconds()
-	if err != nil {
-		e.log.Error("evaluation failed", "agent_id", agentID, "tool_name", req.GetToolName(), "revision", snap.Revision, "error", err)
-		denyResponse(resp, "policy", "evaluation_error", fmt.Sprintf("the policy could not be evaluated, so the call is denied: %v", err))
-	}
-	boundMessages(resp)
-	max := 5
-	if agent != nil {
-		max = agent.MaxDenials
-	}
-	call := &PendingAsk{Workspace: ws, DecisionID: resp.DecisionId, CallID: req.GetCallId(), AgentID: agentID, SessionID: req.GetSessionId(),
-		ToolName: req.GetToolName(), Created: now, maxDenials: max, generation: snap.generation}
+	resp.DecisionId = NewDecisionID()
+	max := agent.Denials()
+	call := &session.Call{Workspace: ws, DecisionID: resp.DecisionId, CallID: req.GetCallId(), AgentID: agentID, SessionID: req.GetSessionId(),
+		ToolName: req.GetToolName(), Created: now, MaxDenials: max, Generation: a.generation}
 	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" {
 		e.rememberedApproval(call, req, resp, now)
 	}
-	if resp.Halt = e.sessions.Record(ws, agentID, req.GetSessionId(), effectName(resp.Decision), max, now); resp.Halt {
+	if resp.Halt = e.sessions.Record(ws, agentID, req.GetSessionId(), policy.EffectName(resp.Decision), max, now); resp.Halt {
 		resp.Reasons = append(resp.Reasons, &pb.Reason{
 			Axis: "session", Rule: "max_consecutive_denials", Effect: pb.Decision_DECISION_DENY,
 			Message: fmt.Sprintf("%d consecutive failures (denials and reported errors) in this session: stop and ask the user how to proceed", max),
 		})
 	}
-	call.decision, call.Message = resp.Decision, resp.Message
+	call.Decision, call.Message = resp.Decision, resp.Message
 	e.pending.Add(call)
-	e.dlog.record(logEntry{kind: "decision", at: now, req: req, resp: resp, bundles: snap.Bundles, evalNs: evalNs, agentID: agentID, policy: snap.logMask})
+	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, Bundles: a.bundles, EvalNs: evalNs, AgentID: agentID, Policy: a.logPolicy})
+	return resp
+}
+
+// evaluate decides with the pinned definition agent, under --eval-timeout.
+// A session pinned to a definition the newest policy no longer has is
+// revoked: nothing of the pin applies, custom tools included.
+func (e *Engine) evaluate(ctx context.Context, snap *policy.Snapshot, agentID string, agent, current *policy.Agent, req *pb.DecideRequest) *pb.DecideResponse {
+	if agent != nil && current == nil {
+		resp := &pb.DecideResponse{PolicyRevision: snap.Revision}
+		policy.Deny(resp, "session", "agent_removed", fmt.Sprintf("agent '%s' was removed from the policy: every call of its running sessions is denied", agentID))
+		policy.BoundMessages(resp)
+		return resp
+	}
+	if e.cfg.EvalTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.cfg.EvalTimeout)
+		defer cancel()
+	}
+	resp, err := snap.Decide(ctx, req, agent)
+	if err != nil {
+		e.log.Error("evaluation failed", "agent_id", agentID, "tool_name", req.GetToolName(), "revision", snap.Revision, "error", err)
+	}
 	return resp
 }
 
@@ -125,13 +252,13 @@ func (e *Engine) Decide(ctx context.Context, req *pb.DecideRequest) *pb.DecideRe
 // exactly this call earlier in the session under this very policy (Confirm
 // with remember); otherwise it notes the key the ask would be remembered by.
 // Only an ask: a remembered approval never turns a deny into anything.
-func (e *Engine) rememberedApproval(call *PendingAsk, req *pb.DecideRequest, resp *pb.DecideResponse, now time.Time) {
-	key, ok := rememberKeyOf(req, resp)
+func (e *Engine) rememberedApproval(call *session.Call, req *pb.DecideRequest, resp *pb.DecideResponse, now time.Time) {
+	key, ok := session.KeyOf(req, resp)
 	if !ok {
 		return
 	}
-	call.remember = key
-	if !e.sessions.Remembered(call.Workspace, call.AgentID, call.SessionID, key, call.generation, now) {
+	call.Remember = key
+	if !e.sessions.Remembered(call.Workspace, call.AgentID, call.SessionID, key, call.Generation, now) {
 		return
 	}
 	resp.Decision, resp.Message = pb.Decision_DECISION_ALLOW, ""
@@ -139,95 +266,8 @@ func (e *Engine) rememberedApproval(call *PendingAsk, req *pb.DecideRequest, res
 		Message: "a person approved exactly this call earlier in this session and asked not to be asked again"})
 }
 
-func (e *Engine) evaluate(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest, resp *pb.DecideResponse) error {
-	// Building the input (resolving paths and roots, parsing the command)
-	// and evaluating share the request's deadline and --eval-timeout, and
-	// stop when the caller goes away.
-	if e.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.timeout)
-		defer cancel()
-	}
-	input := buildInput(ctx, snap, agentID, agent, req)
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("the request's deadline passed while its paths and command were examined: %w", err)
-	}
-	rs, err := snap.query.Eval(ctx, rego.EvalParsedInput(input))
-	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		// OPA notices cancellation only now and then; a result that arrives
-		// after the deadline is not trusted.
-		return fmt.Errorf("evaluation exceeded its deadline: %w", err)
-	}
-	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
-		return errors.New("the library's decision is undefined")
-	}
-	doc, ok := rs[0].Expressions[0].Value.(map[string]any)
-	if !ok {
-		return fmt.Errorf("the decision is %T, not an object", rs[0].Expressions[0].Value)
-	}
-	return mapResult(doc, resp)
-}
-
-// mapResult copies the library's decision document into the response.
-func mapResult(doc map[string]any, resp *pb.DecideResponse) error {
-	d, ok := effects[fmt.Sprint(doc["decision"])]
-	if !ok {
-		return fmt.Errorf("decision %q is not allow, ask or deny", doc["decision"])
-	}
-	resp.Decision = d
-	resp.Message, _ = doc["message"].(string)
-	reasons, _ := doc["reasons"].([]any)
-	for _, r := range reasons {
-		m, _ := r.(map[string]any)
-		effect, ok := effects[fmt.Sprint(m["effect"])]
-		if !ok {
-			return fmt.Errorf("reason %v has no valid effect", r)
-		}
-		resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: str(m["axis"]), Rule: str(m["rule"]), Effect: effect, Message: str(m["message"])})
-	}
-	if ex, ok := doc["execution"].(map[string]any); ok && len(ex) > 0 {
-		enforced, _ := ex["env_enforced"].(bool)
-		out := &pb.Execution{Cwd: str(ex["cwd"]), Env: map[string]string{}, EnvEnforced: enforced}
-		env, _ := ex["env"].(map[string]any)
-		for k, v := range env {
-			out.Env[k] = str(v)
-		}
-		resp.Execution = out
-	}
-	return nil
-}
-
-var effects = map[string]pb.Decision{"allow": pb.Decision_DECISION_ALLOW, "ask": pb.Decision_DECISION_ASK, "deny": pb.Decision_DECISION_DENY}
-
-func effectName(d pb.Decision) string {
-	switch d {
-	case pb.Decision_DECISION_ALLOW:
-		return "allow"
-	case pb.Decision_DECISION_ASK:
-		return "ask"
-	}
-	return "deny"
-}
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
-}
-
-// denyResponse turns resp into a deny with one reason, dropping any other.
-func denyResponse(resp *pb.DecideResponse, axis, rule, msg string) *pb.DecideResponse {
-	resp.Decision = pb.Decision_DECISION_DENY
-	resp.Message = msg
-	resp.Reasons = []*pb.Reason{{Axis: axis, Rule: rule, Effect: pb.Decision_DECISION_DENY, Message: msg}}
-	resp.Execution = nil
-	return resp
-}
-
-// newDecisionID is a UUIDv7: unique, and ordered by time in a decision log.
-func newDecisionID() string {
+// NewDecisionID is a UUIDv7: unique, and ordered by time in a decision log.
+func NewDecisionID() string {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return uuid.NewString()
@@ -237,11 +277,8 @@ func newDecisionID() string {
 
 // EndSession releases a session's pin and counters. Another workspace's
 // session is not found.
-func (e *Engine) EndSession(ctx context.Context, agentID, sessionID string) bool {
-	if agentID == "" {
-		agentID = DefaultAgent
-	}
-	ws, _ := callerWorkspace(ctx)
+func (e *Engine) EndSession(ws, agentID, sessionID string) bool {
+	agentID = policy.AgentID(agentID)
 	e.pending.DropSession(ws, agentID, sessionID)
 	return e.sessions.End(ws, agentID, sessionID)
 }

@@ -10,7 +10,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/format"
 
-	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/bundles"
+	"github.com/toolpdp/toolpdp/pdp/policy"
 	lib "github.com/toolpdp/toolpdp/rego"
 )
 
@@ -18,15 +19,15 @@ import (
 // `opa test rego/` would.
 func TestLibraryRegoTests(t *testing.T) {
 	ctx := context.Background()
-	bundles, err := (&pdp.Sources{}).Read()
+	bundles, err := (&bundles.Sources{}).Read()
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := pdp.NewSnapshot(ctx, bundles, time.Now())
+	snap, err := policy.NewSnapshot(ctx, bundles, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	results, err := pdp.RunTests(ctx, snap.Modules(), snap.Store(), "", nil, time.Minute)
+	results, err := policy.RunTests(ctx, snap.Modules(), snap.Store(), "", nil, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

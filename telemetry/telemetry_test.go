@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 	"github.com/toolpdp/toolpdp/telemetry"
 )
@@ -33,18 +34,15 @@ func startTraced(t *testing.T) (pb.DecisionServiceClient, *grpc.ClientConn, *tra
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	engine := pdp.NewEngine(pdp.EngineConfig{Logger: log, EvalTimeout: 5 * time.Second, Sessions: pdp.NewSessions(100, time.Hour), Pending: pdp.NewPending(100, time.Hour)})
-	var s *pdp.Server
-	loader, err := pdp.NewLoader(pdp.LoaderConfig{Sources: &pdp.Sources{}, Engine: engine, Logger: log, Registerer: reg, TestTimeout: 30 * time.Second,
-		OnSwap: func(*pdp.Snapshot) { s.MarkServing(true) }})
+	engine, err := pdp.New(pdp.Config{Logger: log, Registerer: reg, EvalTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, s, err := pdp.NewServer(engine, loader, pdp.ServerConfig{MaxArgsBytes: 64 << 10, Logger: log, Registerer: reg, Options: telemetry.ServerOptions(tp)})
+	srv, _, err := grpcapi.New(engine, grpcapi.Config{MaxArgsBytes: 64 << 10, Logger: log, Registerer: reg, Options: telemetry.ServerOptions(tp)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := loader.Reload(context.Background(), true); err != nil {
+	if err := engine.Reload(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")

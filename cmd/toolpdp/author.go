@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/bundles"
+	"github.com/toolpdp/toolpdp/pdp/policy"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -39,13 +41,13 @@ func check(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 
 // compile reads, validates and compiles bundles as serve would, without
 // running their tests.
-func compile(ctx context.Context, paths []string) ([]*pdp.Bundle, *pdp.Snapshot, error) {
-	bundles, err := (&pdp.Sources{Paths: paths}).Read()
+func compile(ctx context.Context, paths []string) ([]*bundles.Bundle, *policy.Snapshot, error) {
+	bs, err := (&bundles.Sources{Paths: paths}).Read()
 	if err != nil {
 		return nil, nil, err
 	}
-	snap, err := pdp.NewSnapshot(ctx, bundles, time.Now())
-	return bundles, snap, err
+	snap, err := policy.NewSnapshot(ctx, bs, time.Now())
+	return bs, snap, err
 }
 
 // test runs the bundles' _test.rego files together with the library.
@@ -60,7 +62,7 @@ func test(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wri
 		fmt.Fprintln(stderr, "usage: toolpdp test [--coverage] PATH...")
 		return errUsage
 	}
-	bundles, snap, err := compile(ctx, fs.Args())
+	bs, snap, err := compile(ctx, fs.Args())
 	if err != nil {
 		return err
 	}
@@ -68,7 +70,7 @@ func test(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wri
 	if *coverage {
 		tracer = cover.New()
 	}
-	results, err := pdp.RunBundleTests(ctx, snap, bundles, tracer, *timeout)
+	results, err := policy.RunBundleTests(ctx, snap, bs, tracer, *timeout)
 	if err != nil {
 		return err
 	}
@@ -94,7 +96,7 @@ func test(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wri
 		report := tracer.Report(snap.Modules())
 		fmt.Fprintf(stdout, "coverage: %.1f%%\n", report.Coverage)
 		for file, fr := range report.Files {
-			if pdp.IsUserFile(bundles, file) {
+			if bundles.IsUserFile(bs, file) {
 				fmt.Fprintf(stdout, "  %s: %.1f%% (%d lines not covered)\n", file, fr.Coverage, fr.NotCoveredLines)
 			}
 		}
@@ -105,12 +107,13 @@ func test(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wri
 	return nil
 }
 
-// decide evaluates one DecideRequest (protojson on stdin) and prints the
-// response: the policy author's debugger, reasons included.
+// decide evaluates one DecideRequest (protojson on stdin) with the policy
+// alone — no session state — and prints the response: the policy author's
+// debugger, reasons included.
 func decide(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("decide", stderr)
-	var bundles listFlag
-	fs.Var(&bundles, "bundle", "bundle directory or .tar.gz (repeatable); none: the embedded default agent")
+	var paths listFlag
+	fs.Var(&paths, "bundle", "bundle directory or .tar.gz (repeatable); none: the embedded default agent")
 	printInput := fs.Bool("print-input", false, "print the input document the policy sees, instead of deciding")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -126,25 +129,33 @@ func decide(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if req.GetToolName() == "" {
 		return fmt.Errorf("stdin: tool_name: required")
 	}
-	snap, err := pdp.Load(ctx, &pdp.Sources{Paths: bundles}, 30*time.Second, time.Now())
+	snap, err := policy.Load(ctx, &bundles.Sources{Paths: paths}, 30*time.Second, time.Now())
 	if err != nil {
 		return err
 	}
-	engine := pdp.NewEngine(pdp.EngineConfig{
-		Logger:      slog.New(slog.NewTextHandler(stderr, nil)),
-		EvalTimeout: 10 * time.Second,
-		Sessions:    pdp.NewSessions(16, time.Hour),
-		Pending:     pdp.NewPending(16, time.Hour),
-	})
 	if *printInput {
 		_, err := fmt.Fprintln(stdout, snap.Input(&req).String())
 		return err
 	}
-	engine.Swap(snap)
-	out, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(engine.Decide(ctx, &req))
+	resp := decideOne(ctx, snap, &req, slog.New(slog.NewTextHandler(stderr, nil)))
+	out, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(resp)
 	if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintln(stdout, string(out))
 	return err
+}
+
+// decideOne decides req with the snapshot alone, as serve's evaluation
+// would for a call in no session, under a generous timeout; an evaluation
+// error (a deny) is logged.
+func decideOne(ctx context.Context, snap *policy.Snapshot, req *pb.DecideRequest, log *slog.Logger) *pb.DecideResponse {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := snap.Decide(ctx, req, nil)
+	if err != nil {
+		log.Error("evaluation failed", "agent_id", policy.AgentID(req.GetAgentId()), "tool_name", req.GetToolName(), "revision", snap.Revision, "error", err)
+	}
+	resp.DecisionId = pdp.NewDecisionID()
+	return resp
 }

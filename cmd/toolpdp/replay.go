@@ -14,18 +14,21 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/bundles"
+	"github.com/toolpdp/toolpdp/pdp/decisionlog"
+	"github.com/toolpdp/toolpdp/pdp/policy"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
 // replay re-evaluates the inputs of a decision log against a candidate
 // bundle and reports every decision that would change: a policy diff before
-// promotion. Each decision is replayed on its own (no session state), so
-// halt and pinning are not replayed. Masked (redacted) values stay masked.
+// promotion. Each decision is replayed with the policy alone (no session
+// state), so halt and pinning are not replayed. Masked (redacted) values
+// stay masked.
 func replay(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("replay", stderr)
-	var bundles listFlag
-	fs.Var(&bundles, "bundle", "the candidate bundle (repeatable)")
+	var paths listFlag
+	fs.Var(&paths, "bundle", "the candidate bundle (repeatable)")
 	examples := fs.Int("examples", 5, "changed decisions shown per kind of change")
 	failOnChange := fs.Bool("fail-on-change", false, "exit 1 when any decision would change")
 	if err := parse(fs, args); err != nil {
@@ -35,19 +38,15 @@ func replay(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		fmt.Fprintln(stderr, "usage: toolpdp replay --bundle PATH... LOG...")
 		return errUsage
 	}
-	snap, err := pdp.Load(ctx, &pdp.Sources{Paths: bundles}, 30*time.Second, time.Now())
+	snap, err := policy.Load(ctx, &bundles.Sources{Paths: paths}, 30*time.Second, time.Now())
 	if err != nil {
 		return err
 	}
-	engine := pdp.NewEngine(pdp.EngineConfig{
-		Logger: slog.New(slog.NewTextHandler(stderr, nil)), EvalTimeout: 10 * time.Second,
-		Sessions: pdp.NewSessions(1, time.Hour), Pending: pdp.NewPending(1, time.Hour),
-	})
-	engine.Swap(snap)
+	log := slog.New(slog.NewTextHandler(stderr, nil))
 
 	r := &replayReport{changes: map[string]int{}, examples: map[string][]string{}, max: *examples}
 	for _, f := range fs.Args() {
-		if err := r.file(ctx, engine, f); err != nil {
+		if err := r.file(ctx, snap, log, f); err != nil {
 			return err
 		}
 	}
@@ -65,7 +64,7 @@ type replayReport struct {
 	max                     int
 }
 
-func (r *replayReport) file(ctx context.Context, engine *pdp.Engine, path string) error {
+func (r *replayReport) file(ctx context.Context, snap *policy.Snapshot, log *slog.Logger, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -74,7 +73,7 @@ func (r *replayReport) file(ctx context.Context, engine *pdp.Engine, path string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
 	for n := 1; sc.Scan(); n++ {
-		var line pdp.DecisionLogLine
+		var line decisionlog.Line
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil || line.Type != "decision" {
 			if err != nil {
 				r.skipped++
@@ -87,8 +86,7 @@ func (r *replayReport) file(ctx context.Context, engine *pdp.Engine, path string
 			r.skipped++
 			continue
 		}
-		req.SessionId = "" // replayed one by one: no pins, no denial counts
-		now := engine.Decide(ctx, &req)
+		now := decideOne(ctx, snap, &req, log)
 		r.total++
 		if now.Decision == old.Decision {
 			continue

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -31,30 +32,30 @@ func TestReplayFindsExactlyTheFlips(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	dlog, err := pdp.NewDecisionLog(pdp.DecisionLogConfig{Writer: f, QueueSize: 100, Block: true, Logger: quiet})
+	dlog, err := decisionlog.New(decisionlog.Config{Writer: f, QueueSize: 100, Block: true, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := pdp.Load(context.Background(), &pdp.Sources{Paths: []string{current}}, time.Minute, time.Now())
+	e, err := pdp.New(pdp.Config{Bundles: []string{current}, Logger: quiet, EvalTimeout: time.Second, MaxSessions: 10, MaxPending: 10, DecisionLog: dlog})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := pdp.NewEngine(pdp.EngineConfig{Logger: quiet, EvalTimeout: time.Second, Sessions: pdp.NewSessions(10, time.Hour),
-		Pending: pdp.NewPending(10, time.Hour), DecisionLog: dlog})
-	e.Swap(snap)
+	if err := e.Reload(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
 	cmd := func(c string) *structpb.Struct {
 		s, _ := structpb.NewStruct(map[string]any{"command": c})
 		return s
 	}
 	for range 3 { // ask -> allow, three times
-		e.Decide(context.Background(), &pb.DecideRequest{AgentId: "coder", ToolName: "bash", Args: cmd("make")})
+		e.Decide(context.Background(), "", &pb.DecideRequest{AgentId: "coder", ToolName: "bash", Args: cmd("make")})
 	}
 	for range 2 { // ask -> deny (the new curl guardrail), twice
-		e.Decide(context.Background(), &pb.DecideRequest{AgentId: "coder", ToolName: "bash", Args: cmd("curl x | sh")})
+		e.Decide(context.Background(), "", &pb.DecideRequest{AgentId: "coder", ToolName: "bash", Args: cmd("curl x | sh")})
 	}
 	for range 4 { // unchanged
-		e.Decide(context.Background(), &pb.DecideRequest{AgentId: "coder", ToolName: "Read"})
-		e.Decide(context.Background(), &pb.DecideRequest{AgentId: "ghost", ToolName: "Read"})
+		e.Decide(context.Background(), "", &pb.DecideRequest{AgentId: "coder", ToolName: "Read"})
+		e.Decide(context.Background(), "", &pb.DecideRequest{AgentId: "ghost", ToolName: "Read"})
 	}
 	dlog.Close()
 	f.Close()

@@ -26,6 +26,9 @@ import (
 	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/decisionlog"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi"
+	"github.com/toolpdp/toolpdp/pdp/session"
 )
 
 // DefaultListen is where serve listens when no --listen is given: loopback
@@ -82,26 +85,26 @@ func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
 	fs.StringVar(&c.socketMode, "unix-socket-mode", "0660", "file mode of unix sockets: who may ask")
 	fs.DurationVar(&c.evalTimeout, "eval-timeout", 100*time.Millisecond, "bound on one policy evaluation; past it the call is denied")
 	fs.IntVar(&c.maxArgsBytes, "max-args-bytes", 1<<20, "bound on a request's encoded args; larger is INVALID_ARGUMENT")
-	fs.Int64Var(&c.maxInflight, "max-inflight-bytes", pdp.DefaultMaxInflightBytes, "encoded bytes of Decide requests decided at once; more wait, and past 5s are RESOURCE_EXHAUSTED")
-	fs.IntVar(&c.maxSessions, "max-sessions", 10000, "sessions held at most; the longest idle are released first")
-	fs.DurationVar(&c.sessionIdle, "session-idle-timeout", time.Hour, "a session unused this long is released")
-	fs.IntVar(&c.maxPending, "max-pending", 10000, "asks awaiting Confirm held at most")
-	fs.Int64Var(&c.maxPendingBytes, "max-pending-bytes", pdp.DefaultMaxPendingBytes, "bytes the asks awaiting Confirm hold at most; the oldest are forgotten first")
-	fs.Int64Var(&c.maxSessionBytes, "max-session-bytes", pdp.DefaultMaxSessionBytes, "bytes the sessions hold at most; the longest idle are released first")
-	fs.DurationVar(&c.pendingTTL, "pending-ttl", time.Hour, "an ask not confirmed within this is forgotten")
+	fs.Int64Var(&c.maxInflight, "max-inflight-bytes", grpcapi.DefaultMaxInflightBytes, "encoded bytes of Decide requests decided at once; more wait, and past 5s are RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.maxSessions, "max-sessions", pdp.DefaultMaxSessions, "sessions held at most; the longest idle are released first")
+	fs.DurationVar(&c.sessionIdle, "session-idle-timeout", pdp.DefaultSessionIdle, "a session unused this long is released")
+	fs.IntVar(&c.maxPending, "max-pending", pdp.DefaultMaxPending, "asks awaiting Confirm held at most")
+	fs.Int64Var(&c.maxPendingBytes, "max-pending-bytes", session.DefaultMaxPendingBytes, "bytes the asks awaiting Confirm hold at most; the oldest are forgotten first")
+	fs.Int64Var(&c.maxSessionBytes, "max-session-bytes", session.DefaultMaxSessionBytes, "bytes the sessions hold at most; the longest idle are released first")
+	fs.DurationVar(&c.pendingTTL, "pending-ttl", pdp.DefaultPendingTTL, "an ask not confirmed within this is forgotten")
 	fs.DurationVar(&c.rememberTTL, "remember-ttl", pdp.DefaultRememberTTL, "a remembered approval (Confirm with remember) holds this long at most; it also ends with its session and with any reload")
-	fs.DurationVar(&c.debounce, "watch-debounce", 200*time.Millisecond, "file events closer than this give one reload")
-	fs.DurationVar(&c.poll, "poll-interval", 5*time.Second, "how often bundle content is re-hashed, for events a file system misses")
+	fs.DurationVar(&c.debounce, "watch-debounce", pdp.DefaultDebounce, "file events closer than this give one reload")
+	fs.DurationVar(&c.poll, "poll-interval", pdp.DefaultPoll, "how often bundle content is re-hashed, for events a file system misses")
 	fs.BoolVar(&c.waitForBundle, "wait-for-bundle", false, "start even if a --bundle is missing or invalid; deny until it loads")
 	fs.DurationVar(&c.grace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.decisionLog, "decision-log", "stdout", "where decisions are logged as JSON lines: stdout, off, or a file path (rotated by size)")
 	fs.IntVar(&c.logQueue, "decision-log-queue", 10000, "decisions waiting to be written at most")
-	fs.Int64Var(&c.logQueueBytes, "decision-log-queue-bytes", pdp.DefaultLogQueueBytes, "memory the queued decisions hold at most (estimated)")
+	fs.Int64Var(&c.logQueueBytes, "decision-log-queue-bytes", decisionlog.DefaultQueueBytes, "memory the queued decisions hold at most (estimated)")
 	fs.StringVar(&c.logWhenFull, "decision-log-when-full", "drop", "when the queue is full: drop (and count in toolpdp_decision_log_dropped_total) or block")
 	fs.IntVar(&c.logMaxMB, "decision-log-max-mb", 100, "a decision-log file is rotated past this size")
 	fs.IntVar(&c.logMaxBackups, "decision-log-max-backups", 5, "rotated decision-log files kept")
-	fs.StringVar(&c.logRedact, "decision-log-redact", strings.Join(pdp.DefaultRedact, ","), "names whose values the decision log masks, in env, args and NAME=value text (comma-separated; 5+ letters: a name containing one; shorter: a whole word)")
+	fs.StringVar(&c.logRedact, "decision-log-redact", strings.Join(decisionlog.DefaultRedact, ","), "names whose values the decision log masks, in env, args and NAME=value text (comma-separated; 5+ letters: a name containing one; shorter: a whole word)")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate: serve gRPC over TLS (with --tls-key)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA bundle: require client certificates signed by it (mTLS); a certificate's Common Name is its workspace")
@@ -138,24 +141,14 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 		return err
 	}
 	defer dlog.Close() // after the server has stopped: flushes what is queued
-	sessions := pdp.NewSessions(c.maxSessions, c.sessionIdle)
-	sessions.SetMaxBytes(c.maxSessionBytes)
-	reg.MustRegister(sessions.Collectors()...)
-	pending := pdp.NewPending(c.maxPending, c.pendingTTL)
-	pending.SetMaxBytes(c.maxPendingBytes)
-	reg.MustRegister(pending.Collectors()...)
-	engine := pdp.NewEngine(pdp.EngineConfig{Logger: log, EvalTimeout: c.evalTimeout, Sessions: sessions,
-		Pending: pending, DecisionLog: dlog, RememberTTL: c.rememberTTL})
 	vc, err := verification(c.verifyKey, c.verifyKeyID, c.verifyAlg)
 	if err != nil {
 		return err
 	}
-	sources := &pdp.Sources{Paths: c.bundles, Verify: vc}
-	var grpcSrv *pdp.Server
-	loader, err := pdp.NewLoader(pdp.LoaderConfig{
-		Sources: sources, Engine: engine, Logger: log, Registerer: reg, TestTimeout: 30 * time.Second,
-		OnSwap: func(*pdp.Snapshot) { grpcSrv.MarkServing(true) },
-	})
+	engine, err := pdp.New(pdp.Config{Bundles: c.bundles, Verify: vc, Logger: log, Registerer: reg, EvalTimeout: c.evalTimeout,
+		MaxSessions: c.maxSessions, SessionIdle: c.sessionIdle, MaxSessionBytes: c.maxSessionBytes,
+		MaxPending: c.maxPending, PendingTTL: c.pendingTTL, MaxPendingBytes: c.maxPendingBytes, RememberTTL: c.rememberTTL,
+		DecisionLog: dlog, Debounce: c.debounce, Poll: c.poll})
 	if err != nil {
 		return err
 	}
@@ -172,12 +165,11 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 		return err
 	}
 	defer tracing.shutdown() // after the server has stopped: flushes the last spans
-	srv, s, err := pdp.NewServer(engine, loader, pdp.ServerConfig{MaxArgsBytes: c.maxArgsBytes, MaxInflightBytes: c.maxInflight, Logger: log, Registerer: reg,
+	srv, s, err := grpcapi.New(engine, grpcapi.Config{MaxArgsBytes: c.maxArgsBytes, MaxInflightBytes: c.maxInflight, Logger: log, Registerer: reg,
 		Creds: creds, Workspaces: workspaces, SeparateApprover: len(c.confirmListens) > 0, Options: tracing.options})
 	if err != nil {
 		return err
 	}
-	grpcSrv = s
 
 	listeners, err := listenAll("--listen", c.listens, c.allowNonLoopback, os.FileMode(mode), log)
 	if err != nil {
@@ -189,29 +181,23 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 		return err
 	}
 	for i, l := range approvers {
-		approvers[i] = pdp.ApproverListener(l)
+		approvers[i] = grpcapi.ApproverListener(l)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	remote := false
-	for _, b := range c.bundles {
-		remote = remote || pdp.IsRemote(b)
-	}
-	if err := sources.StartRemote(ctx, c.poll, log, func() { _ = loader.Reload(ctx, false) }); err != nil {
-		closeAll(append(listeners, approvers...))
-		return err
-	}
 	// A bundle server is waited for (every decision denies until it answers);
 	// a missing or broken file at start is an error exit unless asked to wait.
-	if err := loader.Reload(ctx, true); err != nil && !c.waitForBundle && !remote {
+	if err := engine.Reload(ctx, true); err != nil && !c.waitForBundle && !engine.Remote() {
 		closeAll(append(listeners, approvers...))
-		return err // logged by the loader
+		return err // logged by the engine
 	}
 
+	errs := make(chan error, len(listeners)+len(approvers)+2)
 	go func() {
-		_ = loader.Watch(ctx, pdp.WatchConfig{Debounce: c.debounce, Poll: c.poll})
+		if err := engine.Run(ctx); err != nil {
+			errs <- err
+		}
 	}()
-	go sweepSessions(ctx, sessions, c.sessionIdle)
 	if c.metricsListen != "" {
 		stopMetrics, err := serveMetrics(c.metricsListen, reg, log)
 		if err != nil {
@@ -221,7 +207,6 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 		defer stopMetrics()
 	}
 
-	errs := make(chan error, len(listeners)+len(approvers)+1)
 	for _, l := range listeners {
 		log.Info("serving", "listen", l.Addr().String(), "network", l.Addr().Network())
 		go func(l net.Listener) { errs <- srv.Serve(l) }(l)
@@ -249,7 +234,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 
 // serveHealth serves only grpc.health.v1 on addr, for kubelet's gRPC probes,
 // which reach the pod's IP, not its loopback.
-func serveHealth(addr string, s *pdp.Server, errs chan<- error, log *slog.Logger) (*grpc.Server, error) {
+func serveHealth(addr string, s *grpcapi.Server, errs chan<- error, log *slog.Logger) (*grpc.Server, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--health-listen %s: %w", addr, err)
@@ -290,11 +275,11 @@ func transportCredentials(certFile, keyFile, clientCA string) (credentials.Trans
 }
 
 // workspaceBinding reads --workspace-token files; nil when nothing binds.
-func workspaceBinding(mtls bool, specs []string, log *slog.Logger) (*pdp.Workspaces, error) {
+func workspaceBinding(mtls bool, specs []string, log *slog.Logger) (*grpcapi.Workspaces, error) {
 	if !mtls && len(specs) == 0 {
 		return nil, nil
 	}
-	w := &pdp.Workspaces{MTLS: mtls, Tokens: map[string]string{}, Logger: log}
+	w := &grpcapi.Workspaces{MTLS: mtls, Tokens: map[string]string{}, Logger: log}
 	for _, spec := range specs {
 		ws, file, ok := strings.Cut(spec, "=")
 		if !ok || ws == "" || file == "" {
@@ -315,7 +300,7 @@ func workspaceBinding(mtls bool, specs []string, log *slog.Logger) (*pdp.Workspa
 
 // shutdown: health turns NOT_SERVING, new calls are refused, in-flight ones
 // get until grace to finish.
-func shutdown(srv, probes *grpc.Server, s *pdp.Server, grace time.Duration, log *slog.Logger) error {
+func shutdown(srv, probes *grpc.Server, s *grpcapi.Server, grace time.Duration, log *slog.Logger) error {
 	log.Info("shutting down", "grace", grace.String())
 	s.Shutdown()
 	if probes != nil {
@@ -334,7 +319,7 @@ func shutdown(srv, probes *grpc.Server, s *pdp.Server, grace time.Duration, log 
 }
 
 // decisionLog opens the decision log the flags ask for; nil when off.
-func decisionLog(c *serveConfig, log *slog.Logger, reg prometheus.Registerer) (*pdp.DecisionLog, error) {
+func decisionLog(c *serveConfig, log *slog.Logger, reg prometheus.Registerer) (*decisionlog.Log, error) {
 	var w io.Writer
 	switch c.decisionLog {
 	case "off", "":
@@ -353,7 +338,7 @@ func decisionLog(c *serveConfig, log *slog.Logger, reg prometheus.Registerer) (*
 			redact = append(redact, r)
 		}
 	}
-	return pdp.NewDecisionLog(pdp.DecisionLogConfig{Writer: w, QueueSize: c.logQueue, QueueBytes: c.logQueueBytes, Block: c.logWhenFull == "block",
+	return decisionlog.New(decisionlog.Config{Writer: w, QueueSize: c.logQueue, QueueBytes: c.logQueueBytes, Block: c.logWhenFull == "block",
 		Redact: redact, Logger: log, Registerer: reg})
 }
 
@@ -373,19 +358,6 @@ func verification(keyFile, id, alg string) (*bundle.VerificationConfig, error) {
 		return nil, fmt.Errorf("--verification-key %s: %w", keyFile, err)
 	}
 	return bundle.NewVerificationConfig(map[string]*keys.Config{id: kc}, id, "", nil), nil
-}
-
-func sweepSessions(ctx context.Context, s *pdp.Sessions, idle time.Duration) {
-	t := time.NewTicker(max(idle/4, time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			s.Sweep(now)
-		}
-	}
 }
 
 // listenAll opens every --listen address: unix:///path (a stale socket file

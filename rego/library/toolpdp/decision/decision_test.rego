@@ -1,12 +1,13 @@
 package toolpdp.decision_test
 
 import data.toolpdp.decision
+import data.toolpdp.guardrails
 import data.toolpdp.index
 import rego.v1
 
 result(def, req) := r if {
 	r := decision.result with input as object.union(
-		{"agent_id": "a", "server": "", "category": "", "args": {}, "env": {}, "paths": [], "agent": index.normalize("a", def), "guardrails": index.merged_guardrails(object.get(def, "guardrails", {}))},
+		{"agent_id": "a", "server": "", "category": "", "args": {}, "env": {}, "paths": [], "agent": index.normalize("a", def), "guardrails": guardrails.merged(object.get(def, "guardrails", {}))},
 		req,
 	)
 }
@@ -123,7 +124,7 @@ test_not_quiet_with_guardrail_packages if {
 test_quiet_path_equals_full_path if {
 	def := {}
 	inp := {"agent_id": "a", "tool_name": "Read", "server": "", "category": "", "agent": index.normalize("a", def), "paths": [], "scope": {}}
-	quick := decision.result with input as object.union(inp, {"guardrails": object.union(index.merged_guardrails({}), {"packages": false})})
-	full := decision.result with input as object.union(inp, {"guardrails": object.union(index.merged_guardrails({}), {"packages": true})})
+	quick := decision.result with input as object.union(inp, {"guardrails": object.union(guardrails.merged({}), {"packages": false})})
+	full := decision.result with input as object.union(inp, {"guardrails": object.union(guardrails.merged({}), {"packages": true})})
 	quick == full
 }

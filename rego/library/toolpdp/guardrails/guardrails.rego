@@ -127,3 +127,32 @@ message(_, msg) := msg if is_string(msg)
 message(name, msg) := sprintf("guardrail %s: %v", [name, msg]) if not is_string(msg)
 
 reason(rule, effect, msg) := {"axis": "guardrail", "rule": rule, "effect": effect, "message": msg}
+
+# merged combines data.guardrails (every agent) with an agent's
+# own guardrails key: the command rules (toolpdp matches them against the
+# command's leaves in Go, where the shell analysis is) and the protected
+# names in force: protected (writes) holds the library's version-control and
+# agent-configuration names and the listed ones, protected_reads only the
+# listed ones (protected_paths binds reads too).
+merged(own) := {
+	"deny_commands": array.concat(object.get(global, "deny_commands", []), object.get(own, "deny_commands", [])),
+	"ask_commands": array.concat(object.get(global, "ask_commands", []), object.get(own, "ask_commands", [])),
+	"protected": protected_names(own),
+	"protected_reads": listed(own),
+}
+
+default global := {}
+
+global := data.guardrails
+
+protected_names(own) := array.concat(listed(own), data.toolpdp.tables.protected_names) if {
+	protect_vcs_and_agent_config(own)
+} else := listed(own)
+
+listed(own) := array.concat(object.get(global, "protected_paths", []), object.get(own, "protected_paths", []))
+
+protect_vcs_and_agent_config(own) := own.protect_vcs_and_agent_config if {
+	is_boolean(own.protect_vcs_and_agent_config)
+} else := global.protect_vcs_and_agent_config if {
+	is_boolean(global.protect_vcs_and_agent_config)
+} else := true

@@ -1,7 +1,6 @@
 package toolpdp.guardrails_test
 
 import data.toolpdp.guardrails
-import data.toolpdp.index
 import rego.v1
 
 agent := {"guardrails": {"deny_commands": ["curl"], "ask_commands": ["git push"]}}
@@ -13,7 +12,7 @@ cmd(fields) := object.union({"leaves": [], "matches": [], "unseen": [], "error":
 match(list, rule, argv, certain) := {"list": list, "rule": rule, "argv": argv, "certain": certain}
 
 reasons(inp) := rs if {
-	rs := guardrails.reasons with input as object.union({"agent_id": "a", "tool_name": "Bash", "paths": [], "guardrails": index.merged_guardrails(agent.guardrails)}, inp)
+	rs := guardrails.reasons with input as object.union({"agent_id": "a", "tool_name": "Bash", "paths": [], "guardrails": guardrails.merged(agent.guardrails)}, inp)
 }
 
 test_certain_deny_match_denies if {
@@ -38,7 +37,7 @@ test_ask_match_asks if {
 }
 
 test_merged_rules_concatenate_global_and_agent if {
-	g := index.merged_guardrails(agent.guardrails) with data.guardrails as {"deny_commands": ["wget"]}
+	g := guardrails.merged(agent.guardrails) with data.guardrails as {"deny_commands": ["wget"]}
 	g.deny_commands == ["wget", "curl"]
 	g.ask_commands == ["git push"]
 }
@@ -84,7 +83,7 @@ test_protected_paths_only_bind_writes if {
 }
 
 test_protection_switchable_per_agent if {
-	off := index.merged_guardrails({"protect_vcs_and_agent_config": false, "protected_paths": [".env"]})
+	off := guardrails.merged({"protect_vcs_and_agent_config": false, "protected_paths": [".env"]})
 	rs := guardrails.reasons with input as {"agent_id": "a", "tool_name": "Write", "guardrails": off, "paths": [write("a", "/p/.git/x"), write(".env", "/p/.env")]}
 	count(rs) == 1
 	some r in rs
@@ -92,7 +91,7 @@ test_protection_switchable_per_agent if {
 }
 
 test_absolute_protected_path if {
-	g := index.merged_guardrails({}) with data.guardrails as {"protected_paths": ["/etc"]}
+	g := guardrails.merged({}) with data.guardrails as {"protected_paths": ["/etc"]}
 	rs := guardrails.reasons with input as {"agent_id": "a", "tool_name": "Write", "guardrails": g, "paths": [write("/etc/x", "/etc/x")]}
 	count(rs) == 1
 }
@@ -109,7 +108,7 @@ test_git_file_is_protected if {
 	count(reasons({"tool_name": "Write", "paths": [write("/w/.git", "/w/.git")]})) == 1
 }
 
-listed := index.merged_guardrails({"protected_paths": [".env", "/etc/secrets/"]})
+listed := guardrails.merged({"protected_paths": [".env", "/etc/secrets/"]})
 
 read(raw, resolved) := object.union(write(raw, resolved), {"access": "read"})
 

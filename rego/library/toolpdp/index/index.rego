@@ -8,6 +8,7 @@
 # configured tool's reason and message included — is worked out here.
 package toolpdp.index
 
+import data.toolpdp.guardrails as guardrail
 import data.toolpdp.permission
 import rego.v1
 
@@ -16,18 +17,18 @@ agents[id] := object.union(entry, {"decided": decided(id, entry, def)}) if {
 	entry := normalize(id, def)
 }
 
-guardrails[id] := merged_guardrails(object.get(def, "guardrails", {})) if some id, def in data.agents
+guardrails[id] := guardrail.merged(object.get(def, "guardrails", {})) if some id, def in data.agents
 
 # own_guardrails[id] is the agent's own guardrails key alone, in the same
 # form: a session pinned to this definition keeps these beside the newest
 # bundle's guardrails, so a reload never loosens a running session.
 own_guardrails[id] := g if {
 	some id, def in data.agents
-	g := merged_guardrails(object.get(def, "guardrails", {})) with data.guardrails as {}
+	g := guardrail.merged(object.get(def, "guardrails", {})) with data.guardrails as {}
 }
 
 # global_guardrails are the guardrails of a request naming no known agent.
-global_guardrails := merged_guardrails({})
+global_guardrails := guardrail.merged({})
 
 # normalize is the lookup form of one agent definition.
 normalize(id, def) := {
@@ -111,22 +112,20 @@ names(def, t, server) := {bare(server, c.name) | some c in object.get(t, "config
 }
 
 # bare is the name a tool arrives with: for MCP, without mcp__<server>__.
-bare(server, name) := substring(name, count(prefix(server)), -1) if {
+bare(server, name) := substring(name, count(permission.server_prefix(server)), -1) if {
 	server != ""
-	startswith(name, prefix(server))
+	startswith(name, permission.server_prefix(server))
 } else := name
-
-prefix(server) := concat("", ["mcp__", server, "__"])
 
 full(server, name) := name if server == ""
 
-full(server, name) := concat("", [prefix(server), name]) if server != ""
+full(server, name) := concat("", [permission.server_prefix(server), name]) if server != ""
 
 owned("", k) if not startswith(k, "mcp__")
 
 owned(server, k) if {
 	server != ""
-	startswith(k, prefix(server))
+	startswith(k, permission.server_prefix(server))
 }
 
 # configs_entry is the configs entry for a tool: by bare name, then by full name.
@@ -142,7 +141,7 @@ toolset_name("") := "agent_toolset"
 
 toolset_name(server) := sprintf("mcp_toolset[%s]", [server]) if server != ""
 
-named_reason(id, def, t, server, name) := deny(
+named_reason(id, def, t, server, name) := permission.deny(
 	sprintf("%s.configs[%s]", [toolset_name(server), c.name]),
 	sprintf("%s is disabled for agent '%s' (enabled: false): do not call it", [name, id]),
 ) if {
@@ -151,7 +150,7 @@ named_reason(id, def, t, server, name) := deny(
 } else := policy(sprintf("%s.configs[%s]", [toolset_name(server), c.name]), name, c.permission_policy.type) if {
 	c := configs_entry(t, server, name)
 	c.permission_policy.type
-} else := by_category(sprintf("safety_overrides[%s]", [full(server, name)]), name, def.safety_overrides[full(server, name)])
+} else := permission.by_category(sprintf("safety_overrides[%s]", [full(server, name)]), name, def.safety_overrides[full(server, name)])
 
 default_policy(t, server) := {
 	"rule": sprintf("%s.default_config", [toolset_name(server)]),
@@ -171,45 +170,6 @@ allow_suffix(rule) := sprintf(" runs: %s is always_allow", [rule])
 
 ask_suffix(rule) := sprintf(" needs a person's confirmation (%s: always_ask)", [rule])
 
-policy(rule, name, "always_allow") := allow(rule, concat("", [name, allow_suffix(rule)]))
+policy(rule, name, "always_allow") := permission.allow(rule, concat("", [name, allow_suffix(rule)]))
 
-policy(rule, name, "always_ask") := ask(rule, concat("", [name, ask_suffix(rule)]))
-
-by_category(rule, name, "SAFE") := allow(rule, sprintf("%s runs: category SAFE", [name]))
-
-by_category(rule, name, "ASK") := ask(rule, sprintf("%s needs a person's confirmation (category ASK)", [name]))
-
-allow(rule, msg) := {"axis": "permission", "rule": rule, "effect": "allow", "message": msg}
-
-ask(rule, msg) := {"axis": "permission", "rule": rule, "effect": "ask", "message": msg}
-
-deny(rule, msg) := {"axis": "permission", "rule": rule, "effect": "deny", "message": msg}
-
-# merged_guardrails combines data.guardrails (every agent) with an agent's
-# own guardrails key: the command rules (toolpdp matches them against the
-# command's leaves in Go, where the shell analysis is) and the protected
-# names in force: protected (writes) holds the library's version-control and
-# agent-configuration names and the listed ones, protected_reads only the
-# listed ones (protected_paths binds reads too).
-merged_guardrails(own) := {
-	"deny_commands": array.concat(object.get(global, "deny_commands", []), object.get(own, "deny_commands", [])),
-	"ask_commands": array.concat(object.get(global, "ask_commands", []), object.get(own, "ask_commands", [])),
-	"protected": protected_names(own),
-	"protected_reads": listed(own),
-}
-
-default global := {}
-
-global := data.guardrails
-
-protected_names(own) := array.concat(listed(own), data.toolpdp.tables.protected_names) if {
-	protect_vcs_and_agent_config(own)
-} else := listed(own)
-
-listed(own) := array.concat(object.get(global, "protected_paths", []), object.get(own, "protected_paths", []))
-
-protect_vcs_and_agent_config(own) := own.protect_vcs_and_agent_config if {
-	is_boolean(own.protect_vcs_and_agent_config)
-} else := global.protect_vcs_and_agent_config if {
-	is_boolean(global.protect_vcs_and_agent_config)
-} else := true
+policy(rule, name, "always_ask") := permission.ask(rule, concat("", [name, ask_suffix(rule)]))

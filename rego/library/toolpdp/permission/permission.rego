@@ -9,8 +9,9 @@ package toolpdp.permission
 
 import rego.v1
 
-# The custom tools of seed 001 arrive as mcp__orca__<name> or server "orca".
-custom_server := "orca"
+# Custom tools may also arrive under the server the tables name for them
+# (custom_tool_server): as mcp__<that server>__<name>, or with that server.
+custom_server := data.toolpdp.tables.custom_tool_server
 
 # reason is the permission axis's one contributing rule. The tool's name is
 # made canonical first (tool, below): a request that contradicts itself or
@@ -25,7 +26,7 @@ reason := deny("tool_name_server_mismatch", concat("", ["tool name '", input.too
 	# Decided ahead, once per bundle, by this very chain (toolpdp.index).
 	r := input.agent.decided[input.category][tool.server][tool.name]
 } else := allow(concat("", ["custom[", tool.name, "]"]), concat("", [tool.name, " is a custom tool of agent '", input.agent_id, "': the application handles it"])) if {
-	# Step 1: a declared custom tool, bare or as mcp__orca__<name> / server orca.
+	# Step 1: a declared custom tool, bare or under the custom-tool server.
 	input.agent.custom[tool.name]
 	tool.server in {"", custom_server}
 } else := deny("mcp_servers", concat("", ["MCP server '", tool.server, "' is not declared for agent '", input.agent_id, "': its tools are refused (tool ", tool.full, ")"])) if {
@@ -45,11 +46,11 @@ reason := deny("tool_name_server_mismatch", concat("", ["tool name '", input.too
 	# Step 6: the toolset's default_config.
 	d := toolset.default
 	d != null
-} else := by_category(concat("", ["builtin_categories[", tool.name, "]"]), data.toolpdp.tables.builtin_categories[tool.name]) if {
+} else := by_category(concat("", ["builtin_categories[", tool.name, "]"]), tool.name, data.toolpdp.tables.builtin_categories[tool.name]) if {
 	# Step 7: a built-in tool of the library's table has the table's category;
 	# the caller cannot reclassify it (only safety_overrides can)...
 	tool.kind == "builtin"
-} else := by_category(concat("", ["category[", input.category, "]"]), input.category) if {
+} else := by_category(concat("", ["category[", input.category, "]"]), tool.name, input.category) if {
 	# ...any other tool the request's category.
 	input.category != ""
 } else := allow("agent_toolset.default", concat("", [tool.name, " runs: the built-in toolset allows by default"])) if {
@@ -113,9 +114,11 @@ toolset_off := deny(toolset_name, concat("", ["built-in tool ", tool.name, " is 
 	tool.kind == "builtin"
 } else := deny(toolset_name, concat("", ["tool ", tool.full, " is not enabled for agent '", input.agent_id, "': the agent has no mcp_toolset for server '", tool.server, "'"]))
 
-by_category(rule, "SAFE") := allow(rule, concat("", [tool.name, " runs: category SAFE"]))
+# The helpers below build the axis's reasons; toolpdp.index uses them too.
 
-by_category(rule, "ASK") := ask(rule, concat("", [tool.name, " needs a person's confirmation (category ASK)"]))
+by_category(rule, name, "SAFE") := allow(rule, concat("", [name, " runs: category SAFE"]))
+
+by_category(rule, name, "ASK") := ask(rule, concat("", [name, " needs a person's confirmation (category ASK)"]))
 
 allow(rule, msg) := {"axis": "permission", "rule": rule, "effect": "allow", "message": msg}
 

@@ -1,0 +1,357 @@
+package decisionlog
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// DecisionPath is the decision-log "path" of every decision: the library's
+// entrypoint, as OPA names it in its own decision logs.
+const DecisionPath = "toolpdp/decision/result"
+
+// DefaultQueueBytes bounds the memory the decision-log queue holds.
+const DefaultQueueBytes = 16 << 20
+
+// Log writes every decision as one JSON line, in OPA's decision-log
+// shape plus toolpdp's reasons, and denials and confirmations as events in
+// the same stream. Writing happens off the request path: Record puts an
+// entry on a queue bounded in entries and in bytes, and when the queue is
+// full either drops and counts it or blocks, as configured. Every line is
+// masked before it is written: values by name and by shape (secrets.go),
+// then by the bundle's own OPA mask policy (mask.go).
+type Log struct {
+	queue    chan Entry
+	w        io.Writer
+	block    bool
+	names    nameMatcher
+	log      *slog.Logger
+	done     chan struct{}
+	once     sync.Once
+	dropped  prometheus.Counter
+	written  prometheus.Counter
+	maskErrs prometheus.Counter
+
+	mu       sync.Mutex
+	space    *sync.Cond // signalled when queued bytes are released
+	queued   int64      // estimated bytes the queued entries hold
+	maxBytes int64
+}
+
+// Config shapes a Log.
+type Config struct {
+	Writer     io.Writer // stdout, or a rotating file
+	QueueSize  int
+	QueueBytes int64    // bound on the memory queued entries hold (estimated); DefaultQueueBytes when 0
+	Block      bool     // when the queue is full: block the request (true) or drop the entry (false)
+	Redact     []string // names to mask; DefaultRedact when nil
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// Kind is what an entry records.
+type Kind string
+
+// The kinds of entries.
+const (
+	Decision     Kind = "decision"     // a Decide: a decision line, and an event for a deny
+	Confirmation Kind = "confirmation" // a person's answer to an ask
+	Result       Kind = "result"       // a reported result of an allowed call
+)
+
+// Entry is one decision or event, rendered by the writer goroutine.
+type Entry struct {
+	Kind    Kind
+	At      time.Time
+	Req     *pb.DecideRequest  // a decision's request
+	Resp    *pb.DecideResponse // a decision's response
+	AgentID string             // a decision's agent, defaulted
+	Bundles []Bundle           // a decision's bundles
+	EvalNs  int64
+	Policy  BundlePolicy // the bundle's own mask and drop policy; nil: none
+
+	Call       Call                    // the decided call a confirmation or result names
+	Confirm    *pb.ConfirmRequest      // a confirmation
+	Remembered bool                    // a confirmation that remembered the approval
+	Report     *pb.ReportResultRequest // a result
+	Halt       bool
+
+	bytes int64 // size(), once queued
+}
+
+// Bundle names a bundle a decision was made with.
+type Bundle struct{ Name, Revision string }
+
+// Call names the decided call an event is about.
+type Call struct{ DecisionID, CallID, AgentID, SessionID, ToolName string }
+
+// BundlePolicy is a bundle's own decision-log policy (OPA's system.log),
+// evaluated on a decision line: whether to drop it, else the mask rules
+// (JSON pointers, or op/path/value objects) to apply to it.
+type BundlePolicy interface {
+	Rules(line map[string]any) (drop bool, mask []any, err error)
+}
+
+// size estimates the memory an entry holds while queued: a decoded
+// request takes about five times its encoded size (measured on args of
+// 45,000 keys), and the rest is small.
+func (e *Entry) size() int64 {
+	n := int64(1024)
+	if e.Req != nil {
+		n += 6 * int64(proto.Size(e.Req))
+	}
+	if e.Resp != nil {
+		n += 2 * int64(proto.Size(e.Resp))
+	}
+	if e.Kind != Decision {
+		c := &e.Call
+		n += int64(len(c.DecisionID)+len(c.CallID)+len(c.AgentID)+len(c.SessionID)+len(c.ToolName)) + 320
+	}
+	if e.Report != nil {
+		n += int64(len(e.Report.GetError()))
+	}
+	return n
+}
+
+// New starts the writer goroutine; Close drains and stops it.
+func New(c Config) (*Log, error) {
+	if c.Redact == nil {
+		c.Redact = DefaultRedact
+	}
+	if c.QueueBytes <= 0 {
+		c.QueueBytes = DefaultQueueBytes
+	}
+	d := &Log{
+		queue: make(chan Entry, c.QueueSize), w: c.Writer, block: c.Block, names: newNameMatcher(c.Redact), log: c.Logger,
+		done:     make(chan struct{}),
+		maxBytes: c.QueueBytes,
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_dropped_total",
+			Help: "Decision-log entries dropped because the queue was full (--decision-log-queue or --decision-log-queue-bytes)."}),
+		written:  prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_written_total", Help: "Decision-log lines written."}),
+		maskErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_mask_errors_total", Help: "Decision-log lines whose bundle mask policy (system.log) failed; the line is not written."}),
+	}
+	d.space = sync.NewCond(&d.mu)
+	if c.Registerer != nil {
+		queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_decision_log_queue_bytes",
+			Help: "Memory the queued decision-log entries hold (estimated; bounded by --decision-log-queue-bytes)."},
+			func() float64 { d.mu.Lock(); defer d.mu.Unlock(); return float64(d.queued) })
+		for _, m := range []prometheus.Collector{d.dropped, d.written, d.maskErrs, queued} {
+			if err := c.Registerer.Register(m); err != nil {
+				return nil, err
+			}
+		}
+	}
+	go d.run()
+	return d, nil
+}
+
+// Record queues an entry for writing; a nil Log records nothing.
+func (d *Log) Record(e Entry) {
+	if d == nil {
+		return
+	}
+	size := e.size()
+	e.bytes = size
+	d.mu.Lock()
+	// An entry larger than the whole bound goes alone, into an empty queue.
+	for d.queued > 0 && d.queued+size > d.maxBytes {
+		if !d.block {
+			d.mu.Unlock()
+			d.dropped.Inc()
+			return
+		}
+		d.space.Wait()
+	}
+	d.queued += size
+	d.mu.Unlock()
+	if d.block {
+		d.queue <- e
+		return
+	}
+	select {
+	case d.queue <- e:
+	default:
+		d.release(size)
+		d.dropped.Inc()
+	}
+}
+
+func (d *Log) release(size int64) {
+	d.mu.Lock()
+	d.queued -= size
+	d.mu.Unlock()
+	d.space.Broadcast()
+}
+
+// Close writes what is queued and stops. Records after Close panic, so
+// close it after the server has stopped.
+func (d *Log) Close() {
+	if d == nil {
+		return
+	}
+	d.once.Do(func() { close(d.queue) })
+	<-d.done
+}
+
+func (d *Log) run() {
+	defer close(d.done)
+	enc := json.NewEncoder(d.w)
+	enc.SetEscapeHTML(false)
+	for e := range d.queue {
+		lines := d.lines(e)
+		d.release(e.bytes)
+		for _, line := range lines {
+			if err := enc.Encode(line); err != nil {
+				d.log.Error("decision log write failed", "error", err.Error())
+				continue
+			}
+			d.written.Inc()
+		}
+	}
+}
+
+// lines renders an entry, masked: a decision, plus a
+// tool.permission_denied event for a deny; or a
+// tool.confirmation or tool.result event. A decision the bundle's policy
+// drops is not written, nor is its event; one whose mask policy fails is
+// not written either (counted), since it may hold what the policy meant to
+// hide.
+func (d *Log) lines(e Entry) []map[string]any {
+	ts := e.At.UTC().Format(time.RFC3339Nano)
+	switch e.Kind {
+	case Confirmation:
+		return []map[string]any{d.maskEvent(map[string]any{
+			"type": "tool.confirmation", "timestamp": ts, "decision_id": e.Call.DecisionID, "call_id": e.Call.CallID,
+			"agent_id": e.Call.AgentID, "session_id": e.Call.SessionID, "tool_name": e.Call.ToolName,
+			"result": e.Confirm.GetResult(), "deny_message": e.Confirm.GetDenyMessage(), "remember": e.Remembered, "halt": e.Halt,
+		})}
+	case Result:
+		return []map[string]any{d.maskEvent(map[string]any{
+			"type": "tool.result", "timestamp": ts, "decision_id": e.Call.DecisionID, "call_id": e.Call.CallID,
+			"agent_id": e.Call.AgentID, "session_id": e.Call.SessionID, "tool_name": e.Call.ToolName,
+			"is_error": e.Report.GetIsError(), "error": e.Report.GetError(), "halt": e.Halt,
+		})}
+	}
+	bundles := map[string]any{}
+	for _, b := range e.Bundles {
+		bundles[b.Name] = map[string]any{"revision": b.Revision}
+	}
+	decision := map[string]any{
+		"type": "decision", "decision_id": e.Resp.GetDecisionId(), "timestamp": ts, "path": DecisionPath,
+		"input":   d.input(e.Req),
+		"result":  d.result(e.Resp),
+		"bundles": bundles,
+		"metrics": map[string]any{"timer_rego_query_eval_ns": e.EvalNs},
+	}
+	drop, err := applyPolicy(e.Policy, decision)
+	switch {
+	case err != nil:
+		d.maskErrs.Inc()
+		d.log.Error("decision log: the bundle's mask policy failed; the decision is not logged", "decision_id", e.Resp.GetDecisionId(), "error", err.Error())
+		return nil
+	case drop:
+		return nil
+	}
+	out := []map[string]any{d.maskEvent(decision)}
+	if e.Resp.GetDecision() == pb.Decision_DECISION_DENY {
+		out = append(out, d.maskEvent(map[string]any{
+			"type": "tool.permission_denied", "timestamp": ts, "decision_id": e.Resp.GetDecisionId(),
+			"agent_id": e.AgentID, "session_id": e.Req.GetSessionId(), "tool_name": e.Req.GetToolName(),
+			"message": e.Resp.GetMessage(), "halt": e.Resp.GetHalt(),
+		}))
+	}
+	return out
+}
+
+// applyPolicy runs a bundle's own policy on a decision line and masks it in
+// place. It reports whether the line is to be dropped. Errors leave the
+// line masked as far as it got (toolpdp's own masking has already run).
+func applyPolicy(p BundlePolicy, line map[string]any) (drop bool, err error) {
+	if p == nil {
+		return false, nil
+	}
+	drop, rules, err := p.Rules(line)
+	if err != nil || drop {
+		return drop, err
+	}
+	return false, applyMasks(line, rules)
+}
+
+// maskEvent masks every string of a line, keys included, by shape and by
+// the names assigned inside it.
+func (d *Log) maskEvent(line map[string]any) map[string]any {
+	d.names.maskValue(line, false)
+	return line
+}
+
+// Line is one decision in the log: OPA's decision-log fields, with the
+// request as input and the response as result.
+type Line struct {
+	Type       string           `json:"type"`
+	DecisionID string           `json:"decision_id"`
+	Timestamp  string           `json:"timestamp"`
+	Path       string           `json:"path"`
+	Input      json.RawMessage  `json:"input"`
+	Result     json.RawMessage  `json:"result"`
+	Bundles    map[string]any   `json:"bundles"`
+	Metrics    map[string]int64 `json:"metrics"`
+}
+
+var logJSON = protojson.MarshalOptions{UseProtoNames: true}
+
+// input is the request as a JSON object, with the values of masked names
+// in args (at any depth) and env replaced.
+func (d *Log) input(req *pb.DecideRequest) any {
+	// args go straight from the Struct: no JSON round trip for what may be
+	// a megabyte.
+	rest := proto.CloneOf(req)
+	rest.Args = nil
+	m := protoJSON(rest)
+	if obj, ok := m.(map[string]any); ok {
+		if req.GetArgs() != nil {
+			obj["args"] = req.GetArgs().AsMap()
+		}
+		for _, k := range []string{"args", "env"} {
+			if v, ok := obj[k]; ok {
+				obj[k] = d.names.maskValue(v, true)
+			}
+		}
+	}
+	return m
+}
+
+// result is the response as a JSON object, its execution env masked by
+// name like the request's (it holds the very same values).
+func (d *Log) result(resp *pb.DecideResponse) any {
+	m := protoJSON(resp)
+	if obj, ok := m.(map[string]any); ok {
+		if ex, ok := obj["execution"].(map[string]any); ok {
+			if env, ok := ex["env"]; ok {
+				ex["env"] = d.names.maskValue(env, true)
+			}
+		}
+	}
+	return m
+}
+
+// protoJSON is a message as decoded JSON (proto field names); nil when it
+// cannot be encoded.
+func protoJSON(m proto.Message) any {
+	raw, err := logJSON.Marshal(m)
+	if err != nil {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil
+	}
+	return v
+}

@@ -1,0 +1,26 @@
+package pdp
+
+import "fmt"
+
+// Code says what kind of request an Error refuses; the gRPC edge maps each
+// to a status code.
+type Code int
+
+// The kinds of refusal.
+const (
+	InvalidArgument    Code = iota + 1 // the request says something invalid or contradictory
+	NotFound                           // the decision it names is unknown, forgotten or another workspace's
+	FailedPrecondition                 // the decision it names is in the wrong state
+)
+
+// Error is a refused Confirm, ReportResult or ListPending.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func errorf(code Code, format string, args ...any) error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,85 @@
+package grpcapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolpdp/toolpdp/pdp/policy"
+)
+
+// Workspaces binds callers to workspaces, so that access is separate per
+// workspace: by the Common Name of a verified client certificate (mTLS),
+// or by a bearer token. A bound caller may decide only for agents of its
+// own workspace, or for agents that name no workspace.
+type Workspaces struct {
+	MTLS   bool              // the client certificate's Common Name is the workspace
+	Tokens map[string]string // bearer token → workspace
+	Logger *slog.Logger
+}
+
+func (w *Workspaces) enabled() bool { return w != nil && (w.MTLS || len(w.Tokens) > 0) }
+
+type workspaceKey struct{}
+
+// callerWorkspace is the workspace the call was bound to, if binding is on.
+func callerWorkspace(ctx context.Context) (string, bool) {
+	ws, ok := ctx.Value(workspaceKey{}).(string)
+	return ws, ok
+}
+
+// interceptor identifies the caller of every DecisionService call;
+// health and reflection stay open.
+func (w *Workspaces) interceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	if !strings.HasPrefix(info.FullMethod, "/toolpdp.v1.") {
+		return next(ctx, req)
+	}
+	ws, ok := w.identify(ctx)
+	if !ok {
+		return nil, status.Error(codes.Unauthenticated, "this server binds callers to workspaces: present a client certificate or an authorization: Bearer token")
+	}
+	return next(context.WithValue(ctx, workspaceKey{}, ws), req)
+}
+
+func (w *Workspaces) identify(ctx context.Context) (string, bool) {
+	if w.MTLS {
+		if p, ok := peer.FromContext(ctx); ok {
+			if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
+				if cn := ti.State.VerifiedChains[0][0].Subject.CommonName; cn != "" {
+					return cn, true
+				}
+			}
+		}
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, h := range md.Get("authorization") {
+		token, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			continue
+		}
+		for known, ws := range w.Tokens { // every token compared, in constant time
+			if subtle.ConstantTimeCompare([]byte(token), []byte(known)) == 1 {
+				return ws, true
+			}
+		}
+	}
+	return "", false
+}
+
+// allow checks a bound caller against the agent's workspace.
+func (w *Workspaces) allow(ctx context.Context, agentID string, agent *policy.Agent) error {
+	ws, bound := callerWorkspace(ctx)
+	if !bound || agent == nil || agent.Workspace == "" || agent.Workspace == ws {
+		return nil
+	}
+	w.Logger.Warn("decision refused: agent of another workspace", "caller_workspace", ws, "agent_id", agentID, "agent_workspace", agent.Workspace)
+	return status.Errorf(codes.PermissionDenied, "agent_id: agent '%s' belongs to another workspace than this caller's (%s)", agentID, ws)
+}

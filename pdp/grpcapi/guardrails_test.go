@@ -1,0 +1,85 @@
+package grpcapi
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// writeBundle writes files (path → content) as a bundle directory.
+
+// A security team's own guardrail Rego tightens decisions through a real
+// server; a rule that tries to allow is ignored.
+func TestUserGuardrailRegoOnlyTightens(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{
+		"agents/data.json": `{"coder": {"permission_callback": false, "tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]},
+		                      "asker": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}]}}`,
+		"guardrails/data.json": `{"deny_commands": ["nc"]}`,
+		"guardrails/secrets/secrets.rego": `package guardrails.secrets
+
+import rego.v1
+
+deny contains sprintf("%s may not read key material (%s)", [input.tool_name, p.resolved]) if {
+	some p in input.paths
+	endswith(p.resolved, ".pem")
+}
+
+ask contains "production deploys need a second pair of eyes" if {
+	some leaf in input.command.leaves
+	leaf.name == "kubectl"
+	"prod" in leaf.argv
+}
+`,
+		"guardrails/lenient/lenient.rego": `package guardrails.lenient
+
+import rego.v1
+
+# A guardrail cannot allow: nothing reads these.
+allow := true
+decision := "allow"
+`,
+	})
+	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	cases := []struct {
+		req  *pb.DecideRequest
+		want pb.Decision
+		msg  string
+	}{
+		{&pb.DecideRequest{AgentId: "coder", ToolName: "Read", Args: testkit.Struct(t, map[string]any{"file_path": "/etc/ssl/server.pem"})}, pb.Decision_DECISION_DENY, "Read may not read key material"},
+		{&pb.DecideRequest{AgentId: "coder", ToolName: "Read", Args: testkit.Struct(t, map[string]any{"file_path": "/etc/hostname"})}, pb.Decision_DECISION_ALLOW, ""},
+		{&pb.DecideRequest{AgentId: "coder", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "echo x | nc host 80"})}, pb.Decision_DECISION_DENY, `deny_commands["nc"]`},
+		// permission_callback false: the guardrail's ask becomes a deny.
+		{&pb.DecideRequest{AgentId: "coder", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "kubectl apply -n prod -f x.yaml"})}, pb.Decision_DECISION_DENY, "second pair of eyes"},
+		// The lenient package's allow does not turn the agent's ask into allow.
+		{&pb.DecideRequest{AgentId: "asker", ToolName: "Read"}, pb.Decision_DECISION_ASK, "confirmation"},
+	}
+	for _, c := range cases {
+		resp := ts.decide(t, c.req)
+		if resp.Decision != c.want || !strings.Contains(resp.Message, c.msg) {
+			t.Errorf("%s %v: got %s %q, want %s containing %q", c.req.ToolName, c.req.Args.AsMap(), resp.Decision, resp.Message, c.want, c.msg)
+		}
+	}
+}
+
+// The worked examples of docs/POLICY.md, as a real bundle.
+func TestPolicyDocExamples(t *testing.T) {
+	ts := startServer(t, serverOpts{bundles: []string{"../../testdata/guardrail-examples"}})
+	cases := []struct {
+		req  *pb.DecideRequest
+		want pb.Decision
+		msg  string
+	}{
+		{&pb.DecideRequest{AgentId: "coder", ToolName: "Read", Args: testkit.Struct(t, map[string]any{"file_path": "/home/u/.ssh/id_ed25519"})}, pb.Decision_DECISION_DENY, "may not touch key material"},
+		{&pb.DecideRequest{AgentId: "coder", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "kubectl --context=prod apply -f x"})}, pb.Decision_DECISION_ASK, "kubectl against prod"},
+		{&pb.DecideRequest{AgentId: "coder", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "echo x >> /etc/hosts"})}, pb.Decision_DECISION_DENY, "writing >> /etc/hosts from a shell"},
+		{&pb.DecideRequest{AgentId: "coder", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "echo x > /tmp/y"})}, pb.Decision_DECISION_ALLOW, ""},
+	}
+	for _, c := range cases {
+		resp := ts.decide(t, c.req)
+		if resp.Decision != c.want || !strings.Contains(resp.Message, c.msg) {
+			t.Errorf("%v: got %s %q, want %s containing %q", c.req.Args.AsMap(), resp.Decision, resp.Message, c.want, c.msg)
+		}
+	}
+}

@@ -1,0 +1,389 @@
+package grpcapi
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/open-policy-agent/opa/v1/keys"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/toolpdp/toolpdp/pdp/bundles"
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
+	"github.com/toolpdp/toolpdp/pdp/policy"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+const goodAgents = `{"a": {"tools": [{"type": "agent_toolset"}]}}`
+
+// A Kubernetes ConfigMap volume: visible names are links into ..data, which
+// links to a timestamped directory; an update writes a new directory and
+// swaps ..data by rename.
+type configMap struct {
+	t   *testing.T
+	dir string
+	n   int
+}
+
+func newConfigMap(t *testing.T, files map[string]string) *configMap {
+	c := &configMap{t: t, dir: t.TempDir()}
+	c.update(files)
+	for name := range files {
+		top := strings.Split(name, "/")[0]
+		if _, err := os.Lstat(filepath.Join(c.dir, top)); err == nil {
+			continue
+		}
+		if err := os.Symlink(filepath.Join("..data", top), filepath.Join(c.dir, top)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+func (c *configMap) update(files map[string]string) {
+	c.n++
+	ts := fmt.Sprintf("..2026_11_30_10_00_%02d.%d", c.n, c.n)
+	for name, content := range files {
+		p := filepath.Join(c.dir, ts, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			c.t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	old, _ := os.Readlink(filepath.Join(c.dir, "..data"))
+	if err := os.Symlink(ts, filepath.Join(c.dir, "..data_tmp")); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(c.dir, "..data_tmp"), filepath.Join(c.dir, "..data")); err != nil {
+		c.t.Fatal(err)
+	}
+	if old != "" {
+		if err := os.RemoveAll(filepath.Join(c.dir, old)); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
+func TestConfigMapSwapReloadsExactlyOnce(t *testing.T) {
+	cm := newConfigMap(t, map[string]string{".manifest": testkit.Manifest("cm1"), "agents/data.json": goodAgents})
+	ts := startServer(t, serverOpts{bundles: []string{cm.dir}, watch: true, poll: time.Hour})
+	if got := ts.revision(t); got != "library-0.1.0,cm1" {
+		t.Fatalf("revision %q", got)
+	}
+	before := ts.reloads(t, "ok")
+	cm.update(map[string]string{".manifest": testkit.Manifest("cm2"), "agents/data.json": goodAgents})
+	eventually(t, 10*time.Second, "cm2 serving", func() bool { return ts.revision(t) == "library-0.1.0,cm2" })
+	time.Sleep(time.Second) // time for any further, wrong, reload to happen
+	if n := ts.reloads(t, "ok") - before; n != 1 {
+		t.Fatalf("%v reloads for one ConfigMap update, want exactly 1", n)
+	}
+}
+
+func TestBurstOfWritesReloadsOnce(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("b0"), "agents/data.json": goodAgents})
+	ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true, poll: time.Hour})
+	before := ts.reloads(t, "ok")
+	for i := 1; i <= 50; i++ { // in place, as an editor without atomic save writes
+		if err := os.WriteFile(filepath.Join(dir, ".manifest"), []byte(testkit.Manifest(fmt.Sprintf("b%d", i))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "b50 serving", func() bool { return ts.revision(t) == "library-0.1.0,b50" })
+	time.Sleep(time.Second)
+	if n := ts.reloads(t, "ok") - before; n != 1 {
+		t.Fatalf("%v reloads for a burst of 50 writes, want 1", n)
+	}
+}
+
+func TestEditorRenameAndReplace(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("e1"), "agents/data.json": goodAgents})
+	ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true, poll: time.Hour})
+	// vim-style: write a new file beside, rename over the old.
+	writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest("e2")))
+	eventually(t, 10*time.Second, "e2 serving", func() bool { return ts.revision(t) == "library-0.1.0,e2" })
+	// A new subdirectory is watched as it appears.
+	if err := os.MkdirAll(filepath.Join(dir, "agents", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	writeFileAtomic(t, filepath.Join(dir, "agents", "b", "data.json"), []byte(`{"tools": []}`))
+	eventually(t, 10*time.Second, "agent b defined", func() bool {
+		return ts.decide(t, &pb.DecideRequest{AgentId: "b", ToolName: "Read"}).Reasons[0].Rule == "agent_toolset"
+	})
+}
+
+// Each broken change is rejected whole; the last good revision serves on.
+func TestBrokenChangesKeepLastGoodRevision(t *testing.T) {
+	cases := []struct {
+		name, file, content, wantErr string
+	}{
+		{"broken rego", "guardrails/x/x.rego", "package guardrails.x\n\ndeny contains 1 if {\n", "x.rego:"},
+		{"broken data.json", "agents/data.json", `{"a": {`, "agents/data.json"},
+		{"invalid agent definition", "agents/data.json", `{"a": {"tools": [{"type": "mcp_toolset"}]}}`, "agent 'a': tools[0].mcp_server_name: required"},
+		{"failing bundle test", "guardrails/x/x_test.rego", "package guardrails.x_test\n\nimport rego.v1\n\ntest_fails if { 1 == 2 }\n", "guardrails.x_test.test_fails: failed"},
+		{"unknown builtin (sandboxed)", "guardrails/x/x.rego", "package guardrails.x\n\nimport rego.v1\n\ndeny contains r.body if { r := http.send({\"method\": \"get\", \"url\": \"http://127.0.0.1\"}) }\n", "http.send"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("good"), "agents/data.json": goodAgents})
+			ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true})
+			writeFileAtomic(t, filepath.Join(dir, c.file), []byte(c.content))
+			writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest("bad")))
+			eventually(t, 10*time.Second, "the change rejected", func() bool { return ts.reloads(t, "rejected") >= 1 })
+			if got := ts.revision(t); got != "library-0.1.0,good" {
+				t.Fatalf("revision %q after a broken change, want the last good", got)
+			}
+			st, err := ts.client.Status(context.Background(), &pb.StatusRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(st.LastError, c.wantErr) || st.PolicyRevision != "library-0.1.0,good" {
+				t.Fatalf("status: revision %q, last error %q; want it to contain %q", st.PolicyRevision, st.LastError, c.wantErr)
+			}
+			h, err := ts.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+			if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+				t.Fatalf("health %v %v: the last good policy still serves", h, err)
+			}
+		})
+	}
+}
+
+// writeTarball writes files as an `opa build`-style .tar.gz, replacing path
+// by rename.
+func writeTarball(t *testing.T, path string, files map[string]string) {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for name, content := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: "/" + name, Mode: 0o644, Size: int64(len(content))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(content)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeFileAtomic(t, path, buf.Bytes())
+}
+
+func TestReplacedTarballIsPickedUp(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bundle.tar.gz")
+	writeTarball(t, path, map[string]string{".manifest": testkit.Manifest("t1"), "agents/data.json": goodAgents})
+	ts := startServer(t, serverOpts{bundles: []string{path}, watch: true, poll: time.Hour})
+	if got := ts.revision(t); got != "library-0.1.0,t1" {
+		t.Fatalf("revision %q", got)
+	}
+	writeTarball(t, path, map[string]string{".manifest": testkit.Manifest("t2"), "agents/data.json": goodAgents})
+	eventually(t, 10*time.Second, "t2 serving", func() bool { return ts.revision(t) == "library-0.1.0,t2" })
+}
+
+// Decisions from several goroutines while 100 reloads happen, a fifth of
+// them broken: no RPC fails, and every answer names a good revision.
+func TestDecisionsDuringReloads(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("r0"), "agents/data.json": goodAgents})
+	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	good := sync.Map{}
+	good.Store("library-0.1.0,r0", true)
+	ctx, cancel := context.WithCancel(context.Background())
+	var errs, calls atomic.Int64
+	var bad sync.Map
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20000 && ctx.Err() == nil; i++ {
+				resp, err := ts.client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", ToolName: "Read"})
+				calls.Add(1)
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				if _, ok := good.Load(resp.PolicyRevision); !ok || resp.Decision != pb.Decision_DECISION_ALLOW {
+					bad.Store(resp.PolicyRevision+" "+resp.Decision.String(), true)
+				}
+			}
+		}()
+	}
+	for i := 1; i <= 100; i++ {
+		rev := fmt.Sprintf("r%d", i)
+		agents := goodAgents
+		if i%5 == 0 {
+			agents = `{"a": {"tools": [{"type": "agent_toolset", "configs": [{"name": "x", "permission_policy": {"type": "never"}}]}]}}`
+		} else {
+			good.Store("library-0.1.0,"+rev, true) // stored before it can serve
+		}
+		writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(agents))
+		writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest(rev)))
+		err := ts.engine.Reload(context.Background(), false)
+		if (err != nil) != (i%5 == 0) {
+			t.Fatalf("reload %d: %v", i, err)
+		}
+	}
+	cancel()
+	wg.Wait()
+	if errs.Load() != 0 {
+		t.Fatalf("%d of %d calls failed during reloads", errs.Load(), calls.Load())
+	}
+	bad.Range(func(k, _ any) bool {
+		t.Errorf("answer from a bad revision or with a wrong decision: %v", k)
+		return true
+	})
+	if ok, rejected := ts.reloads(t, "ok"), ts.reloads(t, "rejected"); ok != 81 || rejected != 20 {
+		t.Fatalf("reloads ok=%v rejected=%v, want 81 (with the first) and 20", ok, rejected)
+	}
+	t.Logf("%d decisions during 100 reloads", calls.Load())
+}
+
+// A bundle served by an OPA-protocol bundle server, polled with ETags.
+func TestRemoteBundleServer(t *testing.T) {
+	var mu sync.Mutex
+	body, etag := tarball(t, map[string]string{".manifest": testkit.Manifest("h1"), "agents/data.json": goodAgents}), `"h1"`
+	var notModified atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Header.Get("If-None-Match") == etag {
+			notModified.Add(1)
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("ETag", etag)
+		w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	ts := startServer(t, serverOpts{bundles: []string{srv.URL + "/bundles/acme.tar.gz"}, noLoad: true, watch: true})
+	eventually(t, 15*time.Second, "h1 serving", func() bool { return ts.revision(t) == "library-0.1.0,h1" })
+	eventually(t, 15*time.Second, "a poll answered 304", func() bool { return notModified.Load() > 0 })
+	mu.Lock()
+	body, etag = tarball(t, map[string]string{".manifest": testkit.Manifest("h2"), "agents/data.json": goodAgents}), `"h2"`
+	mu.Unlock()
+	eventually(t, 15*time.Second, "h2 serving", func() bool { return ts.revision(t) == "library-0.1.0,h2" })
+}
+
+func tarball(t *testing.T, files map[string]string) []byte {
+	p := filepath.Join(t.TempDir(), "b.tar.gz")
+	writeTarball(t, p, files)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Signed bundles: a good signature loads; a wrong key or no signature is
+// rejected like a broken bundle.
+func TestSignedBundles(t *testing.T) {
+	priv, pub := rsaKeys(t)
+	_, otherPub := rsaKeys(t)
+	signed := signedBundle(t, priv, "s1")
+	unsigned := filepath.Join(t.TempDir(), "u.tar.gz")
+	writeTarball(t, unsigned, map[string]string{".manifest": testkit.Manifest("u1"), "agents/data.json": goodAgents})
+
+	vc := func(pubPEM string) *bundle.VerificationConfig {
+		// From a file: OPA stats a key given inline as a path first, and a
+		// PEM whose base64 runs 256 bytes without a "/" is "file name too
+		// long" (a flaky failure, depending on the random key).
+		keyFile := filepath.Join(t.TempDir(), "pub.pem")
+		if err := os.WriteFile(keyFile, []byte(pubPEM), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		kc, err := keys.NewKeyConfig(keyFile, "RS256", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bundle.NewVerificationConfig(map[string]*keys.Config{"ci": kc}, "ci", "", nil)
+	}
+	if _, err := policy.Load(context.Background(), &bundles.Sources{Paths: []string{signed}, Verify: vc(pub)}, time.Minute, time.Now()); err != nil {
+		t.Fatalf("good signature: %v", err)
+	}
+	if _, err := policy.Load(context.Background(), &bundles.Sources{Paths: []string{signed}, Verify: vc(otherPub)}, time.Minute, time.Now()); err == nil || !strings.Contains(err.Error(), "verification") {
+		t.Fatalf("wrong key: got %v", err)
+	}
+	if _, err := policy.Load(context.Background(), &bundles.Sources{Paths: []string{unsigned}, Verify: vc(pub)}, time.Minute, time.Now()); err == nil || !strings.Contains(err.Error(), ".signatures.json") {
+		t.Fatalf("no signature: got %v", err)
+	}
+	// Through a server: a signed bundle replaced by an unsigned one keeps serving the signed.
+	ts := startServer(t, serverOpts{bundles: []string{signed}, verify: vc(pub), watch: true})
+	writeTarball(t, signed, map[string]string{".manifest": testkit.Manifest("s2"), "agents/data.json": goodAgents})
+	eventually(t, 10*time.Second, "unsigned replacement rejected", func() bool { return ts.reloads(t, "rejected") >= 1 })
+	if got := ts.revision(t); got != "library-0.1.0,s1" {
+		t.Fatalf("revision %q", got)
+	}
+}
+
+func rsaKeys(t *testing.T) (privPEM, pubPEM string) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
+}
+
+// signedBundle writes a tarball signed as `opa build --signing-key` would.
+func signedBundle(t *testing.T, privPEM, rev string) string {
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest(rev), "agents/data.json": goodAgents})
+	b, err := bundles.ReadPath(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Bundle.GenerateSignature(bundle.NewSigningConfig(privPEM, "RS256", ""), "ci", false); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := bundle.NewWriter(&buf).Write(*b.Bundle); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "signed.tar.gz")
+	writeFileAtomic(t, p, buf.Bytes())
+	return p
+}
+
+// With no bundle yet (--wait-for-bundle), every decision denies and health
+// is NOT_SERVING; when the bundle appears, it serves.
+func TestWaitForBundle(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "later")
+	ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true, noLoad: true})
+	if resp := ts.decide(t, &pb.DecideRequest{ToolName: "Read"}); resp.Decision != pb.Decision_DECISION_DENY {
+		t.Fatalf("before the bundle: %s", resp.Decision)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(goodAgents))
+	writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest("w1")))
+	eventually(t, 10*time.Second, "w1 serving", func() bool { return ts.revision(t) == "library-0.1.0,w1" })
+	h, err := ts.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health %v %v", h, err)
+	}
+}

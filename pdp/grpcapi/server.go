@@ -1,0 +1,319 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+	"unicode/utf8"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/policy"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// Request limits, checked before any policy runs.
+const (
+	MaxToolNameBytes = 256
+	MaxIDBytes       = 256 // agent_id, session_id, server, call_id, decision_id
+)
+
+// Config shapes the gRPC server.
+type Config struct {
+	MaxArgsBytes int // bound on a request's args (encoded); the message limit follows from it
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
+	Creds        credentials.TransportCredentials // TLS or mTLS; nil: plaintext
+	Workspaces   *Workspaces                      // caller binding; nil: none
+	// SeparateApprover: Confirm and ListPending are served only on
+	// connections of an ApproverListener (serve --confirm-listen).
+	SeparateApprover bool
+
+	// MaxInflightBytes bounds the encoded bytes of Decide requests being
+	// decided at once; DefaultMaxInflightBytes when 0.
+	MaxInflightBytes int64
+
+	// Options are added after the server's own (tracing's stats handler
+	// and its interceptor, chained innermost).
+	Options []grpc.ServerOption
+}
+
+// Server is the gRPC face of an Engine.
+type Server struct {
+	pb.UnimplementedDecisionServiceServer
+	engine *pdp.Engine
+	health *health.Server
+	cfg    Config
+
+	inflight *byteGate // bytes of Decide requests being decided
+}
+
+// New builds the gRPC server: the decision service, health, reflection
+// and one interceptor chain. Health turns SERVING when the engine has a
+// policy in force.
+func New(engine *pdp.Engine, cfg Config) (*grpc.Server, *Server, error) {
+	s := &Server{engine: engine, health: health.NewServer(), cfg: cfg, inflight: newByteGate(cfg.MaxInflightBytes)}
+	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets([]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .25, 1}),
+	))
+	for _, c := range append(s.inflight.collectors(), metrics) {
+		if err := cfg.Registerer.Register(c); err != nil {
+			return nil, nil, fmt.Errorf("register gRPC metrics: %w", err)
+		}
+	}
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newUTF8Codec(s.inflight)),
+		grpc.MaxRecvMsgSize(cfg.MaxArgsBytes + 64<<10),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(s.chain(metrics)...),
+	}
+	if cfg.Creds != nil {
+		opts = append(opts, grpc.Creds(cfg.Creds))
+	}
+	opts = append(opts, cfg.Options...)
+	srv := grpc.NewServer(opts...)
+	pb.RegisterDecisionServiceServer(srv, s)
+	healthpb.RegisterHealthServer(srv, s.health)
+	reflection.Register(srv)
+	metrics.InitializeMetrics(srv)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s.health.SetServingStatus(pb.DecisionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	engine.OnSwap(func(*policy.Snapshot) { s.MarkServing(true) })
+	return srv, s, nil
+}
+
+// chain is the one interceptor chain every call passes, outermost first:
+//   - the bytes a Decide request held while decided are released at its end;
+//   - recovery: a panic in an interceptor itself becomes INTERNAL;
+//   - metrics, then logging: they see every call, panics included, because
+//   - recovery again, innermost, turns a handler's panic into INTERNAL
+//     before they look at it;
+//   - the approver gate, when approvers have their own addresses: Confirm
+//     and ListPending only there;
+//   - validation: malformed requests never reach the policy;
+//   - workspace binding, when configured: who is asking.
+func (s *Server) chain(metrics *grpcprom.ServerMetrics) []grpc.UnaryServerInterceptor {
+	onPanic := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		s.cfg.Logger.ErrorContext(ctx, "panic in gRPC handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error; the call was not decided, treat it as denied")
+	})
+	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return c.FullMethod() != healthpb.Health_Check_FullMethodName
+	})
+	chain := []grpc.UnaryServerInterceptor{
+		s.releaseInflight,
+		recovery.UnaryServerInterceptor(onPanic),
+		metrics.UnaryServerInterceptor(),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(s.cfg.Logger),
+			logging.WithLogOnEvents(logging.FinishCall),
+			logging.WithLevels(callLevel)), notHealth),
+		recovery.UnaryServerInterceptor(onPanic),
+	}
+	if s.cfg.SeparateApprover {
+		chain = append(chain, approverGate)
+	}
+	chain = append(chain, s.validate)
+	if s.cfg.Workspaces.enabled() {
+		chain = append(chain, s.cfg.Workspaces.interceptor)
+	}
+	return chain
+}
+
+// callLevel logs successful calls at debug: at info, logging every decision
+// would cost more than deciding it. The decision log records decisions.
+func callLevel(c codes.Code) logging.Level {
+	if c == codes.OK {
+		return logging.LevelDebug
+	}
+	return logging.DefaultServerCodeToLevel(c)
+}
+
+func slogAdapter(l *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		l.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+}
+
+// releaseInflight frees, once the call is over, what the codec's
+// bytes-in-flight gate admitted for its request.
+func (s *Server) releaseInflight(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	defer s.inflight.release(req)
+	return next(ctx, req)
+}
+
+// validate rejects malformed requests with INVALID_ARGUMENT naming the field.
+func (s *Server) validate(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	if m, ok := req.(proto.Message); ok {
+		if field, bad := markedInvalidUTF8(m); bad {
+			return nil, status.Errorf(codes.InvalidArgument, "%s: %v", field, errInvalidUTF8)
+		}
+		if markedOverloaded(m) {
+			return nil, status.Errorf(codes.ResourceExhausted, "more than %d bytes of requests are being decided; try again", s.inflight.max)
+		}
+		if field, bad := markedTooDeep(m); bad {
+			return nil, status.Errorf(codes.InvalidArgument, "%s: nested deeper than protobuf decodes (more than %d levels is refused)", field, MaxArgsDepth)
+		}
+	}
+	var err error
+	switch r := req.(type) {
+	case *pb.DecideRequest:
+		err = s.checkDecide(r)
+	case *pb.ConfirmRequest:
+		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
+	case *pb.ReportResultRequest:
+		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
+	}
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return next(ctx, req)
+}
+
+// checkIDs bounds the ids a Confirm or ReportResult names a call by.
+func checkIDs(ids map[string]string) error {
+	for field, v := range ids {
+		if len(v) > MaxIDBytes {
+			return fmt.Errorf("%s: %d bytes, more than the limit of %d", field, len(v), MaxIDBytes)
+		}
+	}
+	return nil
+}
+
+func (s *Server) checkDecide(r *pb.DecideRequest) error {
+	switch {
+	case r.GetToolName() == "":
+		return fmt.Errorf("tool_name: required")
+	case len(r.GetToolName()) > MaxToolNameBytes:
+		return fmt.Errorf("tool_name: %d bytes, more than the limit of %d", len(r.GetToolName()), MaxToolNameBytes)
+	}
+	for field, v := range map[string]string{"agent_id": r.GetAgentId(), "session_id": r.GetSessionId(), "server": r.GetServer(), "call_id": r.GetCallId()} {
+		if len(v) > MaxIDBytes {
+			return fmt.Errorf("%s: %d bytes, more than the limit of %d", field, len(v), MaxIDBytes)
+		}
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("%s: %v", field, errInvalidUTF8)
+		}
+	}
+	if n := proto.Size(r.GetArgs()); n > s.cfg.MaxArgsBytes {
+		return fmt.Errorf("args: %d bytes, more than the limit of %d", n, s.cfg.MaxArgsBytes)
+	}
+	if _, ok := pb.Category_name[int32(r.GetCategory())]; !ok {
+		return fmt.Errorf("category: %d is not a known category", r.GetCategory())
+	}
+	return checkBounds(r)
+}
+
+// MarkServing sets health to SERVING (a snapshot is loaded) or NOT_SERVING.
+func (s *Server) MarkServing(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(pb.DecisionService_ServiceDesc.ServiceName, st)
+}
+
+// Shutdown turns health NOT_SERVING for good, before a graceful stop.
+func (s *Server) Shutdown() { s.health.Shutdown() }
+
+// Decide implements DecisionService.
+func (s *Server) Decide(ctx context.Context, req *pb.DecideRequest) (*pb.DecideResponse, error) {
+	if s.cfg.Workspaces.enabled() {
+		if snap := s.engine.Snapshot(); snap != nil {
+			id := policy.AgentID(req.GetAgentId())
+			if err := s.cfg.Workspaces.allow(ctx, id, snap.Agent(id)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	ws, _ := callerWorkspace(ctx)
+	return s.engine.Decide(ctx, ws, req), nil
+}
+
+// Health is the server's health service, to serve on a probe listener too.
+func (s *Server) Health() *health.Server { return s.health }
+
+// Confirm implements DecisionService.
+func (s *Server) Confirm(ctx context.Context, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
+	ws, _ := callerWorkspace(ctx)
+	resp, err := s.engine.Confirm(ws, req)
+	return resp, statusOf(err)
+}
+
+// ReportResult implements DecisionService.
+func (s *Server) ReportResult(ctx context.Context, req *pb.ReportResultRequest) (*pb.ReportResultResponse, error) {
+	ws, _ := callerWorkspace(ctx)
+	resp, err := s.engine.ReportResult(ws, req)
+	return resp, statusOf(err)
+}
+
+// EndSession implements DecisionService.
+func (s *Server) EndSession(ctx context.Context, req *pb.EndSessionRequest) (*pb.EndSessionResponse, error) {
+	if req.GetSessionId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "session_id: required")
+	}
+	ws, _ := callerWorkspace(ctx)
+	return &pb.EndSessionResponse{Found: s.engine.EndSession(ws, req.GetAgentId(), req.GetSessionId())}, nil
+}
+
+// ListPending implements DecisionService.
+func (s *Server) ListPending(ctx context.Context, req *pb.ListPendingRequest) (*pb.ListPendingResponse, error) {
+	ws, _ := callerWorkspace(ctx)
+	asks, next, err := s.engine.ListPending(ws, req.GetAgentId(), req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	out := &pb.ListPendingResponse{NextPageToken: next}
+	for _, a := range asks {
+		out.Asks = append(out.Asks, &pb.PendingAsk{DecisionId: a.DecisionID, AgentId: a.AgentID, SessionId: a.SessionID,
+			ToolName: a.ToolName, Message: a.Message, CreatedUnixNanos: a.Created.UnixNano(), CallId: a.CallID})
+	}
+	return out, nil
+}
+
+// Status implements DecisionService.
+func (s *Server) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
+	out := &pb.StatusResponse{}
+	if snap := s.engine.Snapshot(); snap != nil {
+		out.PolicyRevision = snap.Revision
+		out.LoadedUnixNanos = snap.Loaded.UnixNano()
+		for _, b := range snap.Bundles {
+			out.Bundles = append(out.Bundles, &pb.BundleStatus{Name: b.Name, Revision: b.Revision})
+		}
+	}
+	if err := s.engine.LastError(); err != nil {
+		out.LastError = err.Error()
+	}
+	return out, nil
+}
+
+// statusOf is the gRPC status of an engine's refusal.
+func statusOf(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *pdp.Error
+	if !errors.As(err, &e) {
+		return status.Error(codes.Internal, err.Error())
+	}
+	code := map[pdp.Code]codes.Code{pdp.InvalidArgument: codes.InvalidArgument, pdp.NotFound: codes.NotFound, pdp.FailedPrecondition: codes.FailedPrecondition}[e.Code]
+	return status.Error(code, e.Message)
+}

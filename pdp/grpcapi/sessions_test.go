@@ -1,0 +1,258 @@
+package grpcapi
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// Agent "a" with the rm tool disabled and a cap of 3 consecutive denials.
+
+// Many sessions from many goroutines: each session's denial count and halt
+// are its own.
+func TestManySessionsConcurrently(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("s"), "agents/data.json": testkit.SessionAgents})
+	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	var wg sync.WaitGroup
+	var wrong atomic.Int64
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range 25 {
+				sid := fmt.Sprintf("g%d-s%d", g, s)
+				for i := 1; i <= 5; i++ {
+					resp, err := ts.client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "rm"})
+					if err != nil || resp.Halt != (i >= 3) {
+						wrong.Add(1)
+					}
+				}
+				// An allow resets the count.
+				if resp, err := ts.client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "ls"}); err != nil || resp.Halt {
+					wrong.Add(1)
+				}
+				if resp, err := ts.client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "rm"}); err != nil || resp.Halt {
+					wrong.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if wrong.Load() != 0 {
+		t.Fatalf("%d answers with a wrong halt or an error", wrong.Load())
+	}
+	if n := int(ts.metric(t, "toolpdp_sessions")); n != 200 {
+		t.Fatalf("%d sessions held, want 200", n)
+	}
+}
+
+// The number of pins is bounded; the longest idle is released first, and
+// comes back with the newest definition.
+func TestPinEvictionAtTheBound(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": `{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`})
+	ts := startServer(t, serverOpts{bundles: []string{dir}, sessions: 2})
+	decide := func(sid string) pb.Decision {
+		return ts.decide(t, &pb.DecideRequest{AgentId: "b", SessionId: sid, ToolName: "bash"}).Decision
+	}
+	decide("s1")
+	decide("s2")
+	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(`{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}]}}`))
+	if err := ts.engine.Reload(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if decide("s1") != pb.Decision_DECISION_ALLOW {
+		t.Fatal("s1 lost its pin before the bound was reached")
+	}
+	decide("s3") // the third session: s2, idle longest, is released
+	if int(ts.metric(t, "toolpdp_sessions")) != 2 {
+		t.Fatalf("%d sessions, want the bound of 2", int(ts.metric(t, "toolpdp_sessions")))
+	}
+	if decide("s2") != pb.Decision_DECISION_ASK {
+		t.Fatal("s2 was not released at the bound: it kept its old definition")
+	}
+	if n := ts.metric(t, "toolpdp_sessions_evicted_total"); n != 2 { // s2 for s3, then s1 for s2's return
+		t.Fatalf("toolpdp_sessions_evicted_total = %v, want 2", n)
+	}
+}
+
+func TestIdleTimeoutAndEndSessionReleasePins(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": `{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`})
+	ts := startServer(t, serverOpts{bundles: []string{dir}, sessions: 100, idle: time.Minute, now: now})
+	decide := func(sid string) pb.Decision {
+		return ts.decide(t, &pb.DecideRequest{AgentId: "b", SessionId: sid, ToolName: "bash"}).Decision
+	}
+	decide("idle")
+	decide("ended")
+	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(`{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}]}}`))
+	if err := ts.engine.Reload(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := ts.client.EndSession(context.Background(), &pb.EndSessionRequest{AgentId: "b", SessionId: "ended"})
+	if err != nil || !resp.Found {
+		t.Fatalf("EndSession: %v %v", resp, err)
+	}
+	if decide("ended") != pb.Decision_DECISION_ASK {
+		t.Fatal("an ended session kept its pin")
+	}
+	if decide("idle") != pb.Decision_DECISION_ALLOW {
+		t.Fatal("a session in use lost its pin")
+	}
+	clock.Add(int64(2 * time.Minute))
+	if decide("idle") != pb.Decision_DECISION_ASK {
+		t.Fatal("a session idle past the timeout kept its pin")
+	}
+	if _, err := ts.client.EndSession(context.Background(), &pb.EndSessionRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("EndSession without session_id: %v", err)
+	}
+}
+
+func TestConfirm(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("c"), "agents/data.json": testkit.SessionAgents})
+	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ctx := context.Background()
+	ask := func(sid string) string {
+		resp := ts.decide(t, &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "bash"})
+		if resp.Decision != pb.Decision_DECISION_ASK {
+			t.Fatalf("bash: %s", resp.Decision)
+		}
+		return resp.DecisionId
+	}
+	code := func(req *pb.ConfirmRequest) codes.Code {
+		_, err := ts.client.Confirm(ctx, req)
+		return status.Code(err)
+	}
+	id := ask("s")
+	pending, err := ts.client.ListPending(ctx, &pb.ListPendingRequest{AgentId: "a"})
+	if err != nil || len(pending.Asks) != 1 || pending.Asks[0].DecisionId != id || !strings.Contains(pending.Asks[0].Message, "confirmation") {
+		t.Fatalf("ListPending: %v %v", pending, err)
+	}
+	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "allow", DenyMessage: "no"}); c != codes.InvalidArgument {
+		t.Fatalf("deny_message with allow: %s", c)
+	}
+	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "maybe"}); c != codes.InvalidArgument {
+		t.Fatalf("result maybe: %s", c)
+	}
+	if c := code(&pb.ConfirmRequest{DecisionId: "nope", Result: "allow"}); c != codes.NotFound {
+		t.Fatalf("unknown id: %s", c)
+	}
+	allowID := ts.decide(t, &pb.DecideRequest{AgentId: "a", ToolName: "ls"}).DecisionId
+	if c := code(&pb.ConfirmRequest{DecisionId: allowID, Result: "allow"}); c != codes.FailedPrecondition {
+		t.Fatalf("a decision that was not ask: %s", c)
+	}
+	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "allow"}); c != codes.OK {
+		t.Fatalf("a good confirm: %s", c)
+	}
+	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "allow"}); c != codes.FailedPrecondition {
+		t.Fatalf("a second confirm of the same ask: %s, want FAILED_PRECONDITION (answered before)", c)
+	}
+	if c := code(&pb.ConfirmRequest{DecisionId: id, Result: "deny"}); c != codes.FailedPrecondition {
+		t.Fatalf("a contrary second confirm of the same ask: %s, want FAILED_PRECONDITION (answered before)", c)
+	}
+	// Confirmed denials count toward the cap of 3, with decisions' denials.
+	ts.decide(t, &pb.DecideRequest{AgentId: "a", SessionId: "cap", ToolName: "rm"})
+	for i, want := range []bool{false, true} {
+		resp, err := ts.client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask("cap"), Result: "deny", DenyMessage: "use the staging copy"})
+		if err != nil || resp.Halt != want || resp.Decision != pb.Decision_DECISION_DENY {
+			t.Fatalf("confirm deny %d: %v %v; want halt %v", i, resp, err, want)
+		}
+	}
+	if resp := ts.decide(t, &pb.DecideRequest{AgentId: "a", SessionId: "cap", ToolName: "rm"}); !resp.Halt {
+		t.Fatal("a denial after the cap does not halt")
+	}
+	if pending, _ := ts.client.ListPending(ctx, &pb.ListPendingRequest{}); len(pending.Asks) != 0 {
+		t.Fatalf("answered asks still pending: %v", pending.Asks)
+	}
+}
+
+// A pinned session keeps its agent definition, but guardrails always come
+// from the newest bundle: a security fix reaches running sessions at once.
+func TestGuardrailsReachPinnedSessions(t *testing.T) {
+	allowAll := `{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": allowAll})
+	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	curl := &pb.DecideRequest{AgentId: "b", SessionId: "pinned", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "curl x"})}
+	if d := ts.decide(t, curl).Decision; d != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("before the fix: %s", d)
+	}
+	// The new bundle changes the agent's policy (ask) and adds a guardrail.
+	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(`{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}],
+		"guardrails": {"deny_commands": ["curl"]}}}`))
+	writeFileAtomic(t, filepath.Join(dir, "guardrails", "data.json"), []byte(`{"deny_commands": ["wget"]}`))
+	if err := ts.engine.Reload(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	resp := ts.decide(t, curl)
+	if resp.Decision != pb.Decision_DECISION_DENY || resp.Reasons[0].Effect != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("pinned session after the fix: %s, reasons %v; want the pinned allow plus the new deny", resp.Decision, resp.Reasons)
+	}
+	wget := &pb.DecideRequest{AgentId: "b", SessionId: "pinned", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "wget x"})}
+	if d := ts.decide(t, wget).Decision; d != pb.Decision_DECISION_DENY {
+		t.Fatalf("global guardrail on a pinned session: %s", d)
+	}
+	ls := &pb.DecideRequest{AgentId: "b", SessionId: "pinned", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"})}
+	if d := ts.decide(t, ls).Decision; d != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("the pinned definition changed: %s", d)
+	}
+}
+
+// An agent removed from the newest bundle is revoked: every call of its
+// running sessions is denied (custom tools included), new sessions meet an
+// unknown agent; defined again, running sessions go on under their pins.
+func TestRemovedAgentIsRevoked(t *testing.T) {
+	coder := `"coder": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}, {"type": "custom", "name": "lookup"}], "guardrails": {"deny_commands": ["curl"]}}`
+	other := `"other": {"tools": [{"type": "agent_toolset"}]}`
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": "{" + coder + "," + other + "}"})
+	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	bash := func(cmd string) *pb.DecideRequest {
+		return &pb.DecideRequest{AgentId: "coder", SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": cmd})}
+	}
+	if r := ts.decide(t, bash("curl x")); r.Decision != pb.Decision_DECISION_DENY {
+		t.Fatalf("curl before the reload: %s", r.Decision)
+	}
+	reload := func(agents, rev string) {
+		t.Helper()
+		writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(agents))
+		writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest(rev)))
+		if err := ts.engine.Reload(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload("{"+other+"}", "v2")
+	for _, req := range []*pb.DecideRequest{bash("ls"), bash("rm -rf /"), {AgentId: "coder", SessionId: "s", ToolName: "Read"}, {AgentId: "coder", SessionId: "s", ToolName: "lookup"}} {
+		r := ts.decide(t, req)
+		if r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "agent_removed" || !strings.Contains(r.Message, "removed") {
+			t.Fatalf("%s in a running session of a removed agent: %s %v", req.ToolName, r.Decision, r.Reasons)
+		}
+	}
+	if r := ts.decide(t, &pb.DecideRequest{AgentId: "coder", SessionId: "new", ToolName: "Read"}); r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "unknown_agent" {
+		t.Fatalf("a new session of a removed agent: %s %v", r.Decision, r.Reasons)
+	}
+	// Defined again, looser: the running session keeps its pin and the
+	// guardrails it was pinned with; a new session gets the new definition.
+	reload(`{"coder": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`, "v3")
+	if r := ts.decide(t, bash("ls")); r.Decision != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("ls in the running session, defined again: %s %s", r.Decision, r.Message)
+	}
+	if r := ts.decide(t, bash("curl x")); r.Decision != pb.Decision_DECISION_DENY {
+		t.Fatalf("curl in the running session after a reload that dropped the rule: %s, want its pinned guardrail's deny", r.Decision)
+	}
+	fresh := bash("curl x")
+	fresh.SessionId = "fresh"
+	if r := ts.decide(t, fresh); r.Decision != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("curl in a new session of the new definition: %s %s", r.Decision, r.Message)
+	}
+}

@@ -1,0 +1,81 @@
+// Package testkit holds what the tests of pdp and of grpcapi share: bundles
+// written to a temporary directory, and small helpers around them.
+package testkit
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// SessionAgents is an agent "a" with a disabled tool (rm), an asking one
+// (bash) and a cap of 3 consecutive denials.
+const SessionAgents = `{"a": {"tools": [{"type": "agent_toolset", "configs": [{"name": "rm", "enabled": false}, {"name": "bash", "permission_policy": {"type": "always_ask"}}]}], "max_consecutive_denials": 3}}`
+
+// WriteBundle writes files (path -> content) into a new temporary
+// directory and returns it.
+func WriteBundle(t testing.TB, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, content := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// Manifest is a .manifest of revision rev with the roots agents and
+// guardrails.
+func Manifest(rev string) string {
+	return fmt.Sprintf(`{"revision": %q, "roots": ["agents", "guardrails"]}`, rev)
+}
+
+// Struct is m as a protobuf Struct.
+func Struct(t testing.TB, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// SyncBuffer is a bytes.Buffer safe for a writer goroutine and the test.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// CounterValue is a counter's value now.
+func CounterValue(t testing.TB, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}

@@ -1,0 +1,111 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// Decide answers one call with this snapshot alone: it keeps no state and
+// logs nothing. agent is the definition to decide with — a session's
+// pinned one — or nil for this snapshot's own definition of the request's
+// agent. It fails closed: on any error the response is a deny, and the
+// error is returned beside it for the caller to log. ctx bounds building
+// the input (resolving paths, parsing the command) and evaluating alike.
+func (s *Snapshot) Decide(ctx context.Context, req *pb.DecideRequest, agent *Agent) (*pb.DecideResponse, error) {
+	id := AgentID(req.GetAgentId())
+	if agent == nil {
+		agent = s.agents[id]
+	}
+	resp := &pb.DecideResponse{PolicyRevision: s.Revision}
+	err := s.evaluate(ctx, id, agent, req, resp)
+	if err != nil {
+		Deny(resp, "policy", "evaluation_error", fmt.Sprintf("the policy could not be evaluated, so the call is denied: %v", err))
+	}
+	BoundMessages(resp)
+	return resp, err
+}
+
+func (s *Snapshot) evaluate(ctx context.Context, agentID string, agent *Agent, req *pb.DecideRequest, resp *pb.DecideResponse) error {
+	input := buildInput(ctx, s, agentID, agent, req)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("the request's deadline passed while its paths and command were examined: %w", err)
+	}
+	rs, err := s.query.Eval(ctx, rego.EvalParsedInput(input))
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		// OPA notices cancellation only now and then; a result that arrives
+		// after the deadline is not trusted.
+		return fmt.Errorf("evaluation exceeded its deadline: %w", err)
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return errors.New("the library's decision is undefined")
+	}
+	doc, ok := rs[0].Expressions[0].Value.(map[string]any)
+	if !ok {
+		return fmt.Errorf("the decision is %T, not an object", rs[0].Expressions[0].Value)
+	}
+	return mapResult(doc, resp)
+}
+
+// mapResult copies the library's decision document into the response.
+func mapResult(doc map[string]any, resp *pb.DecideResponse) error {
+	d, ok := effects[fmt.Sprint(doc["decision"])]
+	if !ok {
+		return fmt.Errorf("decision %q is not allow, ask or deny", doc["decision"])
+	}
+	resp.Decision = d
+	resp.Message, _ = doc["message"].(string)
+	reasons, _ := doc["reasons"].([]any)
+	for _, r := range reasons {
+		m, _ := r.(map[string]any)
+		effect, ok := effects[fmt.Sprint(m["effect"])]
+		if !ok {
+			return fmt.Errorf("reason %v has no valid effect", r)
+		}
+		resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: str(m["axis"]), Rule: str(m["rule"]), Effect: effect, Message: str(m["message"])})
+	}
+	if ex, ok := doc["execution"].(map[string]any); ok && len(ex) > 0 {
+		enforced, _ := ex["env_enforced"].(bool)
+		out := &pb.Execution{Cwd: str(ex["cwd"]), Env: map[string]string{}, EnvEnforced: enforced}
+		env, _ := ex["env"].(map[string]any)
+		for k, v := range env {
+			out.Env[k] = str(v)
+		}
+		resp.Execution = out
+	}
+	return nil
+}
+
+var effects = map[string]pb.Decision{"allow": pb.Decision_DECISION_ALLOW, "ask": pb.Decision_DECISION_ASK, "deny": pb.Decision_DECISION_DENY}
+
+// EffectName is a decision as the library names it: allow, ask or deny.
+func EffectName(d pb.Decision) string {
+	switch d {
+	case pb.Decision_DECISION_ALLOW:
+		return "allow"
+	case pb.Decision_DECISION_ASK:
+		return "ask"
+	}
+	return "deny"
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// Deny turns resp into a deny with one reason, dropping any other.
+func Deny(resp *pb.DecideResponse, axis, rule, msg string) *pb.DecideResponse {
+	resp.Decision = pb.Decision_DECISION_DENY
+	resp.Message = msg
+	resp.Reasons = []*pb.Reason{{Axis: axis, Rule: rule, Effect: pb.Decision_DECISION_DENY, Message: msg}}
+	resp.Execution = nil
+	return resp
+}

@@ -1,0 +1,409 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolpdp/toolpdp/envguard"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// buildInput is the document the library decides on: the request, the
+// agent's index entry (agent may be a session's pinned one), the agent's
+// guardrails from snap, the effective execution policy with its resolved
+// roots, and envguard's view of the tool's paths and command.
+// Resolving and parsing stop when ctx is done; the caller checks it.
+func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) ast.Value {
+	t := &snap.tables
+	guardrails, commands := snap.guardrailsFor(agentID, agent)
+	in := ast.NewObject(
+		item("agent_id", ast.String(agentID)),
+		item("session_id", ast.String(req.GetSessionId())),
+		item("tool_name", ast.String(req.GetToolName())),
+		item("server", ast.String(req.GetServer())),
+		item("category", ast.String(categoryName(req.GetCategory()))),
+		item("args", structValue(req.GetArgs())),
+		item("env", stringMap(req.GetEnv())),
+		item("guardrails", guardrails),
+	)
+	if agent != nil {
+		in.Insert(ast.StringTerm("agent"), ast.NewTerm(agent.Index))
+	}
+	policy := effectivePolicy(agent, req)
+	if policy != nil {
+		in.Insert(ast.StringTerm("policy"), ast.NewTerm(policyValue(policy)))
+	}
+	if ft, ok := t.fileTools[req.GetToolName()]; ok {
+		in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(ctx, policy)))
+		paths, globs := pathsValue(ctx, ft, policy, req.GetArgs())
+		in.Insert(ast.StringTerm("paths"), ast.NewTerm(paths))
+		in.Insert(ast.StringTerm("globs"), ast.NewTerm(globs))
+	} else {
+		in.Insert(ast.StringTerm("paths"), ast.ArrayTerm())
+	}
+	if names, ok := t.shellTools[req.GetToolName()]; ok {
+		cmd := analyzeCommand(ctx, t.shell, commands, names, req.GetArgs())
+		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
+	}
+	return in
+}
+
+// effectivePolicy is the call site's policy when it sent one, else the
+// agent's: the call site wins.
+func effectivePolicy(agent *Agent, req *pb.DecideRequest) *ExecutionPolicy {
+	if p := req.GetExecutionPolicy(); p != nil {
+		return policyFromProto(p)
+	}
+	if agent != nil {
+		return agent.Policy
+	}
+	return nil
+}
+
+func policyFromProto(p *pb.ExecutionPolicy) *ExecutionPolicy {
+	out := &ExecutionPolicy{Cwd: p.GetCwd()}
+	if e := p.GetEnv(); e != nil {
+		out.Env = &EnvSpec{Mode: e.GetMode(), Names: e.GetNames(), IncludeSafeEnvVars: e.GetIncludeSafeEnvVars()}
+	}
+	if r := p.GetReadPaths(); r != nil {
+		paths := r.GetPaths()
+		out.ReadPaths = &paths
+	}
+	if w := p.GetWritePaths(); w != nil {
+		paths := w.GetPaths()
+		out.WritePaths = &paths
+	}
+	return out
+}
+
+func policyValue(p *ExecutionPolicy) ast.Value {
+	o := ast.NewObject()
+	if p.Cwd != "" {
+		o.Insert(ast.StringTerm("cwd"), ast.StringTerm(p.Cwd))
+	}
+	if p.Env != nil {
+		names := make([]*ast.Term, len(p.Env.Names))
+		for i, n := range p.Env.Names {
+			names[i] = ast.StringTerm(n)
+		}
+		o.Insert(ast.StringTerm("env"), ast.ObjectTerm(
+			item("mode", ast.String(p.Env.Mode)),
+			item("names", ast.NewArray(names...)),
+			item("include_safe_env_vars", ast.Boolean(p.Env.IncludeSafeEnvVars)),
+		))
+	}
+	if p.ReadPaths != nil {
+		o.Insert(ast.StringTerm("read_paths"), ast.NewTerm(stringArray(*p.ReadPaths)))
+	}
+	if p.WritePaths != nil {
+		o.Insert(ast.StringTerm("write_paths"), ast.NewTerm(stringArray(*p.WritePaths)))
+	}
+	return o
+}
+
+// scopeValue resolves the policy's roots (symlinks in roots are followed
+// too, each distinct root once); a root that does not resolve admits nothing.
+func scopeValue(ctx context.Context, p *ExecutionPolicy) ast.Value {
+	o := ast.NewObject()
+	if p == nil {
+		return o
+	}
+	for access, roots := range map[string]*[]string{"read": p.ReadPaths, "write": p.WritePaths} {
+		if roots == nil {
+			continue
+		}
+		resolved := make([]*ast.Term, 0, len(*roots))
+		seen := make(map[string]bool, len(*roots))
+		for _, r := range *roots {
+			if seen[r] {
+				continue
+			}
+			seen[r] = true
+			if c, err := envguard.ResolveContext(ctx, p.Cwd, r); err == nil {
+				resolved = append(resolved, ast.StringTerm(c))
+			}
+		}
+		o.Insert(ast.StringTerm(access), ast.ArrayTerm(resolved...))
+	}
+	return o
+}
+
+// pathsValue resolves each path argument of a file tool (a call naming no
+// path works on the cwd) and the search globs that reach beyond it. Every
+// search glob is listed in globs too, for the protected names.
+func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, args *structpb.Struct) (paths, globs ast.Value) {
+	cwd := ""
+	if p != nil {
+		cwd = p.Cwd
+	}
+	var out, gs []*ast.Term
+	base := "" // the tool's own path argument: a relative glob is under it
+	for _, name := range ft.Args {
+		v, ok := args.GetFields()[name]
+		if !ok {
+			continue
+		}
+		s, isString := v.GetKind().(*structpb.Value_StringValue)
+		if !isString {
+			out = append(out, pathTerm(name, ft.Access, "", "", errNotString))
+			continue
+		}
+		if name == "path" {
+			base = s.StringValue
+		}
+		resolved, err := envguard.ResolveContext(ctx, cwd, s.StringValue)
+		out = append(out, pathTerm(name, ft.Access, s.StringValue, resolved, err))
+	}
+	if len(out) == 0 {
+		resolved, err := envguard.ResolveContext(ctx, cwd, cwd)
+		if cwd == "" {
+			err = errNoPath
+		}
+		out = append(out, pathTerm("", ft.Access, ".", resolved, err))
+	}
+	for _, name := range ft.Globs {
+		v, ok := args.GetFields()[name]
+		if !ok {
+			continue
+		}
+		s, isString := v.GetKind().(*structpb.Value_StringValue)
+		if !isString {
+			out = append(out, pathTerm(name, ft.Access, "", "", errNotString))
+			continue
+		}
+		gs = append(gs, ast.ObjectTerm(item("arg", ast.String(name)), item("raw", ast.String(s.StringValue))))
+		if dir, reaches, err := globDir(s.StringValue, base); reaches {
+			resolved := ""
+			if err == nil {
+				resolved, err = envguard.Resolve(cwd, dir)
+			}
+			out = append(out, pathTerm(name, ft.Access, s.StringValue, resolved, err))
+		}
+	}
+	return ast.NewArray(out...), ast.NewArray(gs...)
+}
+
+// globDir is the directory a search glob reaches when it can reach beyond
+// the tool's path: an absolute glob, one starting with ~ (or a URL), or one
+// with a ".." segment. Its literal part before the first *, ?, [ or {, cut
+// back to its last "/", under base (the tool's path) when relative. A ".."
+// after the first of those characters cannot be checked.
+func globDir(glob, base string) (dir string, reaches bool, err error) {
+	dotdot := false
+	for _, seg := range strings.Split(glob, "/") {
+		dotdot = dotdot || seg == ".."
+	}
+	if !strings.HasPrefix(glob, "/") && !strings.HasPrefix(glob, "~") && !envguard.IsURL(glob) && !dotdot {
+		return "", false, nil
+	}
+	literal, wild := glob, ""
+	if i := strings.IndexAny(glob, "*?[{"); i >= 0 {
+		literal, wild = glob[:i], glob[i:]
+	}
+	for _, seg := range strings.Split(wild, "/") {
+		if seg == ".." {
+			return "", true, errGlobDotDot
+		}
+	}
+	if wild != "" {
+		if i := strings.LastIndex(literal, "/"); i >= 0 {
+			literal = literal[:i+1]
+		} else {
+			literal = ""
+		}
+	}
+	switch {
+	case strings.HasPrefix(literal, "/") || strings.HasPrefix(literal, "~") || envguard.IsURL(literal):
+		return literal, true, nil
+	case base == "":
+		return "./" + literal, true, nil
+	}
+	return base + "/" + literal, true, nil
+}
+
+var (
+	errNotString  = errors.Join(envguard.ErrInvalid, errors.New("the argument is not a string"))
+	errNoPath     = errors.Join(envguard.ErrUnresolved, errors.New("no path given and no policy cwd to default to"))
+	errGlobDotDot = fmt.Errorf("%w: the glob has a .. segment after a wildcard, so where it reaches cannot be checked", envguard.ErrUnresolved)
+)
+
+func pathTerm(arg, access, raw, resolved string, err error) *ast.Term {
+	kind, msg := "", ""
+	switch {
+	case errors.Is(err, envguard.ErrInvalid):
+		kind, msg = "invalid", err.Error()
+	case err != nil:
+		kind, msg = "unresolved", err.Error()
+	}
+	return ast.ObjectTerm(
+		item("arg", ast.String(arg)),
+		item("access", ast.String(access)),
+		item("raw", ast.String(raw)),
+		item("resolved", ast.String(resolved)),
+		item("error", ast.String(msg)),
+		item("error_kind", ast.String(kind)),
+	)
+}
+
+// analyzeCommand is what a shell tool's call would run: each of its command
+// arguments (a string is parsed, a list of strings is an argv) analysed by
+// envguard, the agent's command rules matched against every leaf, and what
+// the analysis could not see.
+func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *commandRules, names []string, args *structpb.Struct) ast.Value {
+	var leaves, unseen, matches []*ast.Term
+	var errs []string
+	found := false
+	for _, name := range names {
+		v, ok := argAt(args, name)
+		if !ok {
+			continue
+		}
+		found = true
+		a, err := analyzeArg(ctx, t, v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+			continue
+		}
+		for _, m := range cr.rules.Match(t, a) {
+			l := a.Leaves[m.Leaf]
+			matches = append(matches, ast.ObjectTerm(
+				item("list", ast.String(m.List)),
+				item("rule", ast.String(m.Rule)),
+				item("argv", stringArray(l.Argv)),
+				item("certain", ast.Boolean(m.Certain)),
+			))
+		}
+		for _, l := range a.Leaves {
+			leaves = append(leaves, leafTerm(l))
+		}
+		for _, u := range a.Unseen {
+			unseen = append(unseen, ast.ObjectTerm(item("construct", ast.String(u.Construct)), item("text", ast.String(u.Text))))
+		}
+	}
+	return ast.NewObject(
+		item("leaves", ast.NewArray(leaves...)),
+		item("matches", ast.NewArray(matches...)),
+		item("unseen", ast.NewArray(unseen...)),
+		item("error", ast.String(strings.Join(errs, "; "))),
+		item("missing", ast.Boolean(!found)),
+		item("guarded", ast.Boolean(cr.guarded)),
+	)
+}
+
+// argAt looks up a command argument by its dotted path ("action.command").
+func argAt(args *structpb.Struct, name string) (*structpb.Value, bool) {
+	fields := args.GetFields()
+	for {
+		key, rest, nested := strings.Cut(name, ".")
+		v, ok := fields[key]
+		if !ok {
+			return nil, false
+		}
+		if !nested {
+			return v, true
+		}
+		fields, name = v.GetStructValue().GetFields(), rest
+	}
+}
+
+// analyzeArg analyses one command argument: a string is a shell command, a
+// list of strings an argv.
+func analyzeArg(ctx context.Context, t *envguard.Tables, v *structpb.Value) (*envguard.Analysis, error) {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		return t.Analyze(ctx, k.StringValue)
+	case *structpb.Value_ListValue:
+		list := k.ListValue.GetValues()
+		argv := make([]string, 0, len(list))
+		for _, a := range list {
+			s, ok := a.GetKind().(*structpb.Value_StringValue)
+			if !ok {
+				return nil, errors.New("not a list of strings")
+			}
+			argv = append(argv, s.StringValue)
+		}
+		if len(argv) == 0 {
+			return nil, errors.New("an empty argv")
+		}
+		return t.AnalyzeArgv(ctx, argv)
+	}
+	return nil, errors.New("neither a string nor a list of strings")
+}
+
+func leafTerm(l envguard.Leaf) *ast.Term {
+	return ast.ObjectTerm(
+		item("argv", stringArray(l.Argv)),
+		item("name", ast.String(l.Name)),
+		item("dynamic", ast.Boolean(l.Dynamic)),
+		item("assigns", stringArray(l.Assigns)),
+		item("redirects", stringArray(l.Redirects)),
+	)
+}
+
+func item(k string, v ast.Value) [2]*ast.Term { return ast.Item(ast.StringTerm(k), ast.NewTerm(v)) }
+
+func stringArray(list []string) ast.Value {
+	terms := make([]*ast.Term, len(list))
+	for i, s := range list {
+		terms[i] = ast.StringTerm(s)
+	}
+	return ast.NewArray(terms...)
+}
+
+func stringMap(m map[string]string) ast.Value {
+	o := ast.NewObject()
+	for k, v := range m {
+		o.Insert(ast.StringTerm(k), ast.StringTerm(v))
+	}
+	return o
+}
+
+func categoryName(c pb.Category) string {
+	switch c {
+	case pb.Category_CATEGORY_SAFE:
+		return "SAFE"
+	case pb.Category_CATEGORY_ASK:
+		return "ASK"
+	}
+	return ""
+}
+
+// structValue converts a protobuf Struct to Rego without a JSON round trip.
+func structValue(s *structpb.Struct) ast.Value {
+	o := ast.NewObject()
+	for k, v := range s.GetFields() {
+		o.Insert(ast.StringTerm(k), ast.NewTerm(protoValue(v)))
+	}
+	return o
+}
+
+func protoValue(v *structpb.Value) ast.Value {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		return ast.String(k.StringValue)
+	case *structpb.Value_NumberValue:
+		if math.IsNaN(k.NumberValue) || math.IsInf(k.NumberValue, 0) {
+			return ast.Null{} // not a JSON number; protojson refuses them too
+		}
+		return ast.Number(strconv.FormatFloat(k.NumberValue, 'g', -1, 64))
+	case *structpb.Value_BoolValue:
+		return ast.Boolean(k.BoolValue)
+	case *structpb.Value_StructValue:
+		return structValue(k.StructValue)
+	case *structpb.Value_ListValue:
+		vals := k.ListValue.GetValues()
+		terms := make([]*ast.Term, len(vals))
+		for i, e := range vals {
+			terms[i] = ast.NewTerm(protoValue(e))
+		}
+		return ast.NewArray(terms...)
+	}
+	return ast.Null{}
+}

@@ -1,0 +1,112 @@
+package policy
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolpdp/toolpdp/pdp/bundles"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// inputOf is the input the embedded default policy decides req on, as JSON.
+func inputOf(t *testing.T, req *pb.DecideRequest) map[string]any {
+	t.Helper()
+	snap, err := NewSnapshot(context.Background(), readDefault(t), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := ast.JSON(snap.Input(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw.(map[string]any)
+}
+
+func readDefault(t *testing.T) []*bundles.Bundle {
+	t.Helper()
+	bs, err := (&bundles.Sources{}).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
+}
+
+// A file tool's paths are resolved against the call's cwd, its scope roots
+// resolved too; the agent's index entry and guardrails come along.
+func TestInputOfAFileTool(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, _ := structpb.NewStruct(map[string]any{"file_path": "src/../main.go", "glob": "/etc/*"})
+	in := inputOf(t, &pb.DecideRequest{ToolName: "Grep", Args: args,
+		ExecutionPolicy: &pb.ExecutionPolicy{Cwd: root, ReadPaths: &pb.PathList{Paths: []string{root, root}}}})
+	if in["agent_id"] != DefaultAgent || in["agent"] == nil || in["guardrails"] == nil {
+		t.Fatalf("agent_id %v, agent %v, guardrails %v", in["agent_id"], in["agent"] != nil, in["guardrails"] != nil)
+	}
+	scope := in["scope"].(map[string]any)
+	if read := scope["read"].([]any); len(read) != 1 || read[0] != root {
+		t.Errorf("scope.read = %v, want [%s] once", read, root)
+	}
+	paths := in["paths"].([]any)
+	if len(paths) != 2 {
+		t.Fatalf("paths = %v, want the file and the glob's directory", paths)
+	}
+	file, glob := paths[0].(map[string]any), paths[1].(map[string]any)
+	if file["resolved"] != root+"/main.go" || file["access"] != "read" || file["error"] != "" {
+		t.Errorf("file path: %v", file)
+	}
+	if glob["arg"] != "glob" || glob["resolved"] != "/etc" {
+		t.Errorf("glob path: %v", glob)
+	}
+	if g := in["globs"].([]any); len(g) != 1 || g[0].(map[string]any)["raw"] != "/etc/*" {
+		t.Errorf("globs = %v", g)
+	}
+	if in["policy"].(map[string]any)["cwd"] != root {
+		t.Errorf("policy = %v", in["policy"])
+	}
+}
+
+// A shell tool's command is analysed: its leaves, and whether any command
+// argument was there at all. Other tools have no paths and no command.
+func TestInputOfAShellTool(t *testing.T) {
+	args, _ := structpb.NewStruct(map[string]any{"command": "ls -l | grep x"})
+	cmd := inputOf(t, &pb.DecideRequest{ToolName: "Bash", Args: args})["command"].(map[string]any)
+	leaves := cmd["leaves"].([]any)
+	if len(leaves) != 2 || leaves[0].(map[string]any)["name"] != "ls" || leaves[1].(map[string]any)["name"] != "grep" || cmd["missing"] != false {
+		t.Errorf("command = %v", cmd)
+	}
+	if cmd := inputOf(t, &pb.DecideRequest{ToolName: "Bash"})["command"].(map[string]any); cmd["missing"] != true {
+		t.Errorf("no command argument: %v", cmd)
+	}
+	other := inputOf(t, &pb.DecideRequest{ToolName: "WebSearch", AgentId: "ghost", Category: pb.Category_CATEGORY_SAFE})
+	if _, ok := other["command"]; ok || len(other["paths"].([]any)) != 0 || other["agent"] != nil || other["category"] != "SAFE" {
+		t.Errorf("input = %v", other)
+	}
+}
+
+// Decide evaluates with the snapshot alone: the same call gets the same
+// answer however often it is made, and the response names the revision.
+func TestDecideIsStateless(t *testing.T) {
+	snap, err := NewSnapshot(context.Background(), readDefault(t), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &pb.DecideRequest{SessionId: "s", ToolName: "mcp__gh__x"}
+	for range 10 {
+		resp, err := snap.Decide(context.Background(), req, nil)
+		if err != nil || resp.Decision != pb.Decision_DECISION_DENY || resp.Halt || resp.PolicyRevision != snap.Revision {
+			t.Fatalf("%v, %v", resp, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if resp, err := snap.Decide(ctx, &pb.DecideRequest{ToolName: "Read"}, nil); err == nil || resp.Decision != pb.Decision_DECISION_DENY {
+		t.Fatalf("a cancelled call: %v, %v", resp, err)
+	}
+}

@@ -1,0 +1,467 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+
+	"github.com/toolpdp/toolpdp/envguard"
+	"github.com/toolpdp/toolpdp/pdp/bundles"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// Queries the library answers.
+const (
+	DecisionQuery = "data.toolpdp.decision.result"
+	indexQuery    = "data.toolpdp.index"
+)
+
+// DefaultAgent is the agent a request with no agent_id is decided for.
+const DefaultAgent = "default"
+
+// DefaultMaxDenials is an agent's max_consecutive_denials when its
+// definition sets none, and the cap of a request naming no known agent.
+const DefaultMaxDenials = 5
+
+// AgentID is the agent a request names: DefaultAgent when it names none.
+func AgentID(id string) string {
+	if id == "" {
+		return DefaultAgent
+	}
+	return id
+}
+
+// Snapshot is one loaded policy: immutable once built, shared by every
+// request that loaded it, replaced whole on reload.
+type Snapshot struct {
+	Revision string // every bundle's revision, comma-separated
+	Bundles  []BundleInfo
+	Loaded   time.Time
+	Warnings []string
+
+	query    rego.PreparedEvalQuery
+	logMask  *LogPolicy // the bundle's decision-log mask policy; nil: none
+	compiler *ast.Compiler
+	store    storage.Store
+	modules  map[string]*ast.Module
+	agents   map[string]*Agent
+	tables   tables
+
+	// guardrails[agent] is data.toolpdp.index.guardrails: handed to every
+	// decision from the newest snapshot, whatever definition a session pinned.
+	guardrails       map[string]ast.Value
+	globalGuardrails ast.Value
+	// commands[agent] are the agent's command rules, compiled for the shell
+	// analysis, from the same merged guardrails.
+	commands       map[string]*commandRules
+	globalCommands *commandRules
+}
+
+// commandRules are the command rules in force for an agent. guarded is set
+// when any command rule applies — a rule in data or a guardrail package of
+// the bundle's owners — so what toolpdp cannot see in a command is asked.
+type commandRules struct {
+	rules   *envguard.Rules
+	guarded bool
+}
+
+// BundleInfo names one bundle of a snapshot.
+type BundleInfo struct {
+	Name     string `json:"name"`
+	Revision string `json:"revision"`
+}
+
+// Agent is one agent definition as a decision uses it. A session pins it.
+type Agent struct {
+	ID    string
+	Index ast.Value // data.toolpdp.index.agents[ID]
+	Definition
+
+	// ownGuardrails is data.toolpdp.index.own_guardrails[ID]: the
+	// definition's own guardrails key. A session pinned to this definition
+	// keeps it beside the newest bundle's guardrails; merged caches that
+	// union for the newest snapshot.
+	ownGuardrails ast.Value
+	merged        atomic.Pointer[mergedGuardrails]
+}
+
+type mergedGuardrails struct {
+	snap     *Snapshot
+	value    ast.Value
+	commands *commandRules
+}
+
+// ExecutionPolicy is the environment axis of an agent or a call: the
+// variables, working directory and path roots a tool call gets. A nil
+// pointer field is not enforced; a non-nil empty path list allows nothing.
+type ExecutionPolicy struct {
+	Env        *EnvSpec  `json:"env,omitempty"`
+	Cwd        string    `json:"cwd,omitempty"`
+	ReadPaths  *[]string `json:"read_paths,omitempty"`
+	WritePaths *[]string `json:"write_paths,omitempty"`
+}
+
+// EnvSpec says which variables of the request's env a Bash or Exec call gets.
+type EnvSpec struct {
+	Mode               string   `json:"mode"`
+	Names              []string `json:"names"`
+	IncludeSafeEnvVars bool     `json:"include_safe_env_vars,omitempty"`
+}
+
+// tables are the library's data that Go needs before evaluating: which tools
+// take paths, which run shell commands (and in which arguments), and what
+// the shell analysis reads.
+type tables struct {
+	fileTools  map[string]fileTool
+	shellTools map[string][]string
+	shell      *envguard.Tables
+}
+
+// fileTool is an entry of the library's file_tools table: the access its
+// paths need, its path arguments, and its search-glob arguments.
+type fileTool struct {
+	Access string   `json:"access"`
+	Args   []string `json:"args"`
+	Globs  []string `json:"globs"`
+}
+
+// sandbox is the set of builtins a bundle may call: no network, no
+// randomness, no runtime introspection.
+func sandbox() *ast.Capabilities {
+	caps := ast.CapabilitiesForThisVersion()
+	banned := map[string]bool{"http.send": true, "net.lookup_ip_addr": true, "opa.runtime": true, "rand.intn": true, "uuid.rfc4122": true, "uuid.parse": false}
+	kept := caps.Builtins[:0]
+	for _, b := range caps.Builtins {
+		if !banned[b.Name] {
+			kept = append(kept, b)
+		}
+	}
+	caps.Builtins = kept
+	caps.AllowNet = []string{} // empty, not nil: nil allows every host
+	return caps
+}
+
+// NewSnapshot validates, merges, compiles and prepares bundles: the agent
+// definitions are decoded once, here, and a custom tool may not take the
+// name of a tool of the library's tables.
+func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time) (*Snapshot, error) {
+	lib, err := libraryTables(bs)
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{Loaded: now, tables: lib.tables}
+	var errs []error
+	defs := map[string]Definition{}
+	for _, b := range bs {
+		w, err := validateAgents(b, lib.builtins, defs)
+		s.Warnings = append(s.Warnings, w...)
+		errs = append(errs, err)
+		s.Bundles = append(s.Bundles, BundleInfo{Name: b.Name, Revision: b.Revision()})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	merged, err := bundles.Merge(bs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.compile(ctx, merged); err != nil {
+		return nil, err
+	}
+	if err := s.index(ctx, defs); err != nil {
+		return nil, err
+	}
+	if s.logMask, err = prepareLogPolicy(ctx, s); err != nil {
+		return nil, err
+	}
+	revs := make([]string, 0, len(s.Bundles))
+	for _, b := range s.Bundles {
+		if b.Revision != "" {
+			revs = append(revs, b.Revision)
+		}
+	}
+	s.Revision = strings.Join(revs, ",")
+	return s, nil
+}
+
+func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
+	s.modules = make(map[string]*ast.Module, len(b.Modules))
+	for _, m := range b.Modules {
+		s.modules[m.Path] = m.Parsed
+	}
+	s.compiler = ast.NewCompiler().WithCapabilities(sandbox())
+	if s.compiler.Compile(s.modules); s.compiler.Failed() {
+		return fmt.Errorf("compile: %w", s.compiler.Errors)
+	}
+	s.store = inmem.NewFromObjectWithOpts(b.Data, inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true))
+	pq, err := rego.New(
+		rego.Compiler(s.compiler),
+		rego.Store(s.store),
+		rego.Query(DecisionQuery),
+		rego.StrictBuiltinErrors(true),
+	).PrepareForEval(ctx)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", DecisionQuery, err)
+	}
+	s.query = pq
+	return nil
+}
+
+// index evaluates the library's index once for the whole bundle; defs are
+// the decoded agent definitions.
+func (s *Snapshot) index(ctx context.Context, defs map[string]Definition) error {
+	rs, err := rego.New(rego.Compiler(s.compiler), rego.Store(s.store), rego.Query(indexQuery)).Eval(ctx)
+	if err != nil {
+		return fmt.Errorf("evaluate %s: %w", indexQuery, err)
+	}
+	var idx struct {
+		Agents           map[string]any `json:"agents"`
+		Guardrails       map[string]any `json:"guardrails"`
+		OwnGuardrails    map[string]any `json:"own_guardrails"`
+		GlobalGuardrails any            `json:"global_guardrails"`
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return fmt.Errorf("%s is undefined", indexQuery)
+	}
+	raw, err := json.Marshal(rs[0].Expressions[0].Value)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, &idx); err != nil {
+		return fmt.Errorf("%s: %w", indexQuery, err)
+	}
+	hasPackages := s.hasGuardrailPackages()
+	packages := ast.BooleanTerm(hasPackages)
+	if s.globalGuardrails, err = guardrailsValue(idx.GlobalGuardrails, packages); err != nil {
+		return err
+	}
+	if s.globalCommands, err = s.compileCommands(idx.GlobalGuardrails, hasPackages); err != nil {
+		return err
+	}
+	s.guardrails = make(map[string]ast.Value, len(idx.Guardrails))
+	s.commands = make(map[string]*commandRules, len(idx.Guardrails))
+	for id, g := range idx.Guardrails {
+		if s.guardrails[id], err = guardrailsValue(g, packages); err != nil {
+			return fmt.Errorf("agent '%s': guardrails: %w", id, err)
+		}
+		if s.commands[id], err = s.compileCommands(g, hasPackages); err != nil {
+			return fmt.Errorf("agent '%s': guardrails: %w", id, err)
+		}
+	}
+	s.agents = make(map[string]*Agent, len(idx.Agents))
+	for id, v := range idx.Agents {
+		val, err := ast.InterfaceToValue(v)
+		if err != nil {
+			return fmt.Errorf("agent '%s': %w", id, err)
+		}
+		a := &Agent{ID: id, Index: val, Definition: defs[id]}
+		if a.ownGuardrails, err = ast.InterfaceToValue(idx.OwnGuardrails[id]); err != nil {
+			return fmt.Errorf("agent '%s': own guardrails: %w", id, err)
+		}
+		s.agents[id] = a
+	}
+	return nil
+}
+
+// Denials is the agent's cap of consecutive failures in a session; a nil
+// agent (none is known by the request's id) has the default.
+func (a *Agent) Denials() int {
+	if a == nil || a.MaxDenials == 0 {
+		return DefaultMaxDenials
+	}
+	return a.MaxDenials
+}
+
+// compileCommands compiles an index guardrails entry's command rules.
+func (s *Snapshot) compileCommands(v any, packages bool) (*commandRules, error) {
+	var g struct {
+		Deny []string `json:"deny_commands"`
+		Ask  []string `json:"ask_commands"`
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		return nil, fmt.Errorf("deny_commands and ask_commands must be lists of strings: %w", err)
+	}
+	rules := s.tables.shell.CompileRules(g.Deny, g.Ask)
+	return &commandRules{rules: rules, guarded: packages || !rules.Empty()}, nil
+}
+
+// commandsFor are an agent's command rules in this snapshot.
+func (s *Snapshot) commandsFor(agentID string) *commandRules {
+	if c, ok := s.commands[agentID]; ok {
+		return c
+	}
+	return s.globalCommands
+}
+
+// guardrailsValue is an index guardrails entry, with "packages" saying
+// whether the bundle has guardrail Rego that every call must consult.
+func guardrailsValue(v any, packages *ast.Term) (ast.Value, error) {
+	val, err := ast.InterfaceToValue(v)
+	if err != nil {
+		return nil, err
+	}
+	obj, ok := val.(ast.Object)
+	if !ok {
+		return nil, fmt.Errorf("is %T, not an object", v)
+	}
+	obj.Insert(ast.StringTerm("packages"), packages)
+	return obj, nil
+}
+
+// hasGuardrailPackages reports whether any module defines rules under
+// data.guardrails (tests aside).
+func (s *Snapshot) hasGuardrailPackages() bool {
+	prefix := ast.MustParseRef("data.guardrails")
+	for path, m := range s.modules {
+		if m.Package.Path.HasPrefix(prefix) && !strings.HasSuffix(path, "_test.rego") {
+			return true
+		}
+	}
+	return false
+}
+
+// guardrailsFor is an agent's guardrails in this snapshot, as Rego sees
+// them and as command rules for the shell analysis. For a session pinned to
+// a definition of an older snapshot (pinned), the pinned definition's own
+// guardrails apply beside the newest: a reload never loosens a running
+// session.
+func (s *Snapshot) guardrailsFor(agentID string, pinned *Agent) (ast.Value, *commandRules) {
+	g, ok := s.guardrails[agentID]
+	if !ok {
+		g = s.globalGuardrails
+	}
+	if pinned == nil || pinned == s.agents[agentID] || pinned.ownGuardrails == nil {
+		return g, s.commandsFor(agentID)
+	}
+	if m := pinned.merged.Load(); m != nil && m.snap == s {
+		return m.value, m.commands
+	}
+	v := mergeGuardrails(g, pinned.ownGuardrails)
+	m := &mergedGuardrails{snap: s, value: v, commands: s.commandsFor(agentID)}
+	if raw, err := ast.JSON(v); err == nil {
+		if c, err := s.compileCommands(raw, s.commandsFor(agentID).guarded); err == nil {
+			m.commands = c
+		}
+	}
+	pinned.merged.Store(m)
+	return m.value, m.commands
+}
+
+// mergeGuardrails is the union of two guardrails entries: objects merged
+// key by key, lists concatenated, and any other value taken from newest.
+func mergeGuardrails(newest, own ast.Value) ast.Value {
+	switch n := newest.(type) {
+	case ast.Object:
+		o, ok := own.(ast.Object)
+		if !ok {
+			return newest
+		}
+		out := ast.NewObject()
+		n.Foreach(func(k, v *ast.Term) {
+			if ov := o.Get(k); ov != nil {
+				out.Insert(k, ast.NewTerm(mergeGuardrails(v.Value, ov.Value)))
+			} else {
+				out.Insert(k, v)
+			}
+		})
+		o.Foreach(func(k, v *ast.Term) {
+			if n.Get(k) == nil {
+				out.Insert(k, v)
+			}
+		})
+		return out
+	case *ast.Array:
+		o, ok := own.(*ast.Array)
+		if !ok {
+			return newest
+		}
+		terms := make([]*ast.Term, 0, n.Len()+o.Len())
+		n.Foreach(func(t *ast.Term) { terms = append(terms, t) })
+		o.Foreach(func(t *ast.Term) { terms = append(terms, t) })
+		return ast.NewArray(terms...)
+	}
+	return newest
+}
+
+type libTables struct {
+	tables
+	builtins map[string]bool
+}
+
+// libraryTables reads data.toolpdp.tables from whichever bundle holds it.
+func libraryTables(bs []*bundles.Bundle) (libTables, error) {
+	for _, b := range bs {
+		tp, _ := b.Bundle.Data[bundles.LibraryRoot].(map[string]any)
+		raw, ok := tp["tables"]
+		if !ok {
+			continue
+		}
+		enc, err := json.Marshal(raw)
+		if err != nil {
+			return libTables{}, err
+		}
+		var t struct {
+			FileTools  map[string]fileTool `json:"file_tools"`
+			ShellTools map[string][]string `json:"shell_tools"`
+			Categories map[string]string   `json:"builtin_categories"`
+		}
+		shell := &envguard.Tables{}
+		file := b.DataFileOf(bundles.LibraryRoot, "tables")
+		if err := json.Unmarshal(enc, &t); err != nil {
+			return libTables{}, fmt.Errorf("%s: toolpdp.tables: %w", file, err)
+		}
+		if err := json.Unmarshal(enc, shell); err != nil {
+			return libTables{}, fmt.Errorf("%s: toolpdp.tables: %w", file, err)
+		}
+		if err := shell.Validate(); err != nil {
+			return libTables{}, fmt.Errorf("%s: toolpdp.tables.%w", file, err)
+		}
+		out := libTables{tables: tables{fileTools: t.FileTools, shellTools: t.ShellTools, shell: shell}, builtins: map[string]bool{}}
+		for _, m := range []map[string]bool{keySet(t.ShellTools), keySet(t.FileTools), keySet(t.Categories)} {
+			for k := range m {
+				out.builtins[k] = true
+			}
+		}
+		return out, nil
+	}
+	return libTables{}, errors.New("no bundle holds the library's data.toolpdp.tables")
+}
+
+func keySet[V any](m map[string]V) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+// Modules are the snapshot's compiled Rego modules by file.
+func (s *Snapshot) Modules() map[string]*ast.Module { return s.modules }
+
+// Agent returns the agent definition with this id, or nil.
+func (s *Snapshot) Agent(id string) *Agent { return s.agents[id] }
+
+// Store is the snapshot's data store.
+func (s *Snapshot) Store() storage.Store { return s.store }
+
+// Input is the document the library decides req on, as Decide builds it:
+// for policy authors (`toolpdp decide --print-input`) and for feeding the
+// same input to OPA's own server in the benchmarks.
+func (s *Snapshot) Input(req *pb.DecideRequest) ast.Value {
+	id := AgentID(req.GetAgentId())
+	return buildInput(context.Background(), s, id, s.agents[id], req)
+}

@@ -1,0 +1,465 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/toolpdp/toolpdp/pdp/bundles"
+)
+
+// Definition is what Go reads of an agent definition (the Rego index reads
+// the rest), decoded once per load, after validation has named every bad
+// field by its path.
+type Definition struct {
+	Workspace  string           // "" when the definition names none
+	MaxDenials int              // max_consecutive_denials; DefaultMaxDenials when unset
+	Policy     *ExecutionPolicy // execution_policy; nil when unset
+}
+
+// agentIssues collects what is wrong with one agent definition: errors
+// reject the bundle, warnings (unknown keys) are logged.
+type agentIssues struct {
+	where    string // "agents/data.json: agent 'coder'"
+	errs     []error
+	warnings []string
+}
+
+func (a *agentIssues) errorf(field, format string, args ...any) {
+	a.errs = append(a.errs, fmt.Errorf("%s: %s: %s", a.where, field, fmt.Sprintf(format, args...)))
+}
+
+func (a *agentIssues) warnf(field, format string, args ...any) {
+	a.warnings = append(a.warnings, fmt.Sprintf("%s: %s: %s", a.where, field, fmt.Sprintf(format, args...)))
+}
+
+// validateAgents checks every definition under data.agents of b and, when
+// one is valid, decodes it into defs. builtins are the names of the
+// library's built-in tools, which a custom tool may not take.
+func validateAgents(b *bundles.Bundle, builtins map[string]bool, defs map[string]Definition) (warnings []string, err error) {
+	raw, ok := b.Bundle.Data["agents"]
+	if !ok {
+		return nil, nil
+	}
+	agents, ok := raw.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: agents: must be an object keyed by agent id, got %s", b.DataFileOf("agents"), typeName(raw))
+	}
+	ids := make([]string, 0, len(agents))
+	for id := range agents {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var errs []error
+	for _, id := range ids {
+		a := &agentIssues{where: fmt.Sprintf("%s: agent '%s'", b.DataFileOf("agents", id), id)}
+		a.definition(agents[id], builtins)
+		if len(a.errs) == 0 {
+			defs[id] = a.decode(agents[id].(map[string]any))
+		}
+		errs = append(errs, a.errs...)
+		warnings = append(warnings, a.warnings...)
+	}
+	return warnings, errors.Join(errs...)
+}
+
+var agentKeys = map[string]func(a *agentIssues, v any, def map[string]any, builtins map[string]bool){
+	"version":             func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.number("version", v) },
+	"workspace":           func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.str("workspace", v) },
+	"permission_callback": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.boolean("permission_callback", v) },
+	"max_consecutive_denials": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) {
+		a.positiveInt("max_consecutive_denials", v)
+	},
+	"mcp_servers": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.servers(v) },
+	"tools": func(a *agentIssues, v any, def map[string]any, b map[string]bool) {
+		a.tools(v, declaredServers(def), b)
+	},
+	"safety_overrides": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.overrides(v) },
+	"execution_policy": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) {
+		a.executionPolicy("execution_policy", v)
+	},
+	"guardrails":  func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.guardrails(v) },
+	"description": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.str("description", v) },
+	"name":        func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.str("name", v) },
+}
+
+func (a *agentIssues) definition(v any, builtins map[string]bool) {
+	def, ok := a.object("definition", v)
+	if !ok {
+		return
+	}
+	for _, k := range sortedKeys(def) {
+		check, known := agentKeys[k]
+		if !known {
+			a.warnf(k, "unknown key, ignored")
+			continue
+		}
+		check(a, def[k], def, builtins)
+	}
+}
+
+// decode reads a valid definition's settings, each default applied here.
+func (a *agentIssues) decode(def map[string]any) Definition {
+	d := Definition{MaxDenials: DefaultMaxDenials}
+	d.Workspace, _ = def["workspace"].(string)
+	if n, ok := toFloat(def["max_consecutive_denials"]); ok {
+		d.MaxDenials = int(n)
+	}
+	if p, ok := def["execution_policy"]; ok {
+		raw, err := json.Marshal(p)
+		if err == nil {
+			d.Policy = &ExecutionPolicy{}
+			err = json.Unmarshal(raw, d.Policy)
+		}
+		if err != nil {
+			a.errorf("execution_policy", "%v", err)
+		}
+	}
+	return d
+}
+
+func declaredServers(def map[string]any) map[string]bool {
+	out := map[string]bool{}
+	list, _ := def["mcp_servers"].([]any)
+	for _, s := range list {
+		if m, ok := s.(map[string]any); ok {
+			if n, ok := m["name"].(string); ok {
+				out[n] = true
+			}
+		}
+	}
+	return out
+}
+
+func (a *agentIssues) servers(v any) {
+	list, ok := a.array("mcp_servers", v)
+	if !ok {
+		return
+	}
+	seen := map[string]bool{}
+	for i, s := range list {
+		field := fmt.Sprintf("mcp_servers[%d]", i)
+		m, ok := a.object(field, s)
+		if !ok {
+			continue
+		}
+		name, ok := a.requiredString(field+".name", m["name"])
+		if ok && seen[name] {
+			a.errorf(field+".name", "server %q is declared twice", name)
+		}
+		seen[name] = true
+		if ok && strings.Contains(name, "__") {
+			a.warnf(field+".name", "%q contains \"__\": its tools can be named only through the request's server field", name)
+		}
+		for _, k := range sortedKeys(m) {
+			switch k {
+			case "name":
+			case "type", "url":
+				a.str(field+"."+k, m[k])
+			default:
+				a.warnf(field+"."+k, "unknown key, ignored")
+			}
+		}
+	}
+}
+
+func (a *agentIssues) tools(v any, servers map[string]bool, builtins map[string]bool) {
+	list, ok := a.array("tools", v)
+	if !ok {
+		return
+	}
+	agentToolsets, mcpToolsets, customs := 0, map[string]bool{}, map[string]bool{}
+	for i, t := range list {
+		field := fmt.Sprintf("tools[%d]", i)
+		m, ok := a.object(field, t)
+		if !ok {
+			continue
+		}
+		typ, _ := a.requiredString(field+".type", m["type"])
+		switch typ {
+		case "agent_toolset":
+			if agentToolsets++; agentToolsets > 1 {
+				a.errorf(field, "a second agent_toolset; an agent has at most one")
+			}
+			a.toolset(field, m, "")
+		case "mcp_toolset":
+			server, ok := a.requiredString(field+".mcp_server_name", m["mcp_server_name"])
+			if ok && !servers[server] {
+				a.errorf(field+".mcp_server_name", "server %q is not declared in mcp_servers", server)
+			}
+			if ok && mcpToolsets[server] {
+				a.errorf(field+".mcp_server_name", "a second mcp_toolset for server %q", server)
+			}
+			mcpToolsets[server] = true
+			a.toolset(field, m, "mcp_server_name")
+		case "custom":
+			name, ok := a.requiredString(field+".name", m["name"])
+			switch {
+			case !ok:
+			case builtins[name]:
+				a.errorf(field+".name", "custom tool %q takes the name of a built-in tool", name)
+			case strings.HasPrefix(name, "mcp__"):
+				a.errorf(field+".name", "custom tool %q may not be named in the mcp__ form", name)
+			case customs[name]:
+				a.errorf(field+".name", "custom tool %q is declared twice", name)
+			}
+			customs[name] = true
+			a.onlyKeys(field, m, "type", "name", "description", "input_schema")
+		case "":
+		default:
+			a.errorf(field+".type", "%q is not agent_toolset, mcp_toolset or custom", typ)
+		}
+	}
+}
+
+func (a *agentIssues) toolset(field string, m map[string]any, extra string) {
+	a.onlyKeys(field, m, "type", "default_config", "configs", extra)
+	if dc, ok := m["default_config"]; ok {
+		a.toolConfig(field+".default_config", dc, false)
+	}
+	configs, ok := m["configs"]
+	if !ok {
+		return
+	}
+	list, ok := a.array(field+".configs", configs)
+	if !ok {
+		return
+	}
+	seen := map[string]bool{}
+	for i, c := range list {
+		cf := fmt.Sprintf("%s.configs[%d]", field, i)
+		name := a.toolConfig(cf, c, true)
+		if name != "" && seen[name] {
+			a.errorf(cf+".name", "%q is configured twice in this toolset", name)
+		}
+		seen[name] = true
+	}
+}
+
+// toolConfig checks a configs entry (named) or a default_config.
+func (a *agentIssues) toolConfig(field string, v any, named bool) string {
+	m, ok := a.object(field, v)
+	if !ok {
+		return ""
+	}
+	var name string
+	if named {
+		name, _ = a.requiredString(field+".name", m["name"])
+		a.onlyKeys(field, m, "name", "enabled", "permission_policy")
+	} else {
+		a.onlyKeys(field, m, "enabled", "permission_policy")
+	}
+	if e, ok := m["enabled"]; ok {
+		a.boolean(field+".enabled", e)
+	}
+	if p, ok := m["permission_policy"]; ok {
+		pm, ok := a.object(field+".permission_policy", p)
+		if ok {
+			typ, ok := a.requiredString(field+".permission_policy.type", pm["type"])
+			if ok && typ != "always_allow" && typ != "always_ask" {
+				a.errorf(field+".permission_policy.type", "%q is not always_allow or always_ask", typ)
+			}
+		}
+	}
+	return name
+}
+
+func (a *agentIssues) overrides(v any) {
+	m, ok := a.object("safety_overrides", v)
+	if !ok {
+		return
+	}
+	for _, k := range sortedKeys(m) {
+		s, ok := a.str(fmt.Sprintf("safety_overrides[%s]", k), m[k])
+		if ok && s != "SAFE" && s != "ASK" {
+			a.errorf(fmt.Sprintf("safety_overrides[%s]", k), "%q is not SAFE or ASK", s)
+		}
+	}
+}
+
+func (a *agentIssues) executionPolicy(field string, v any) {
+	m, ok := a.object(field, v)
+	if !ok {
+		return
+	}
+	for _, k := range sortedKeys(m) {
+		f := field + "." + k
+		switch k {
+		case "cwd":
+			if s, ok := a.str(f, m[k]); ok && !filepath.IsAbs(s) {
+				a.errorf(f, "%q is not an absolute path", s)
+			}
+		case "read_paths", "write_paths":
+			a.absolutePaths(f, m[k])
+		case "env":
+			a.envSpec(f, m[k])
+		default:
+			a.warnf(f, "unknown key, ignored")
+		}
+	}
+}
+
+func (a *agentIssues) envSpec(field string, v any) {
+	m, ok := a.object(field, v)
+	if !ok {
+		return
+	}
+	mode, ok := a.requiredString(field+".mode", m["mode"])
+	if ok && mode != "allowlist" && mode != "denylist" {
+		a.errorf(field+".mode", "%q is not allowlist or denylist", mode)
+	}
+	if n, ok := m["names"]; ok {
+		a.strings(field+".names", n)
+	} else {
+		a.errorf(field+".names", "required")
+	}
+	if s, ok := m["include_safe_env_vars"]; ok {
+		a.boolean(field+".include_safe_env_vars", s)
+	}
+	a.onlyKeys(field, m, "mode", "names", "include_safe_env_vars")
+}
+
+func (a *agentIssues) guardrails(v any) {
+	m, ok := a.object("guardrails", v)
+	if !ok {
+		return
+	}
+	for _, k := range sortedKeys(m) {
+		f := "guardrails." + k
+		switch k {
+		case "deny_commands", "ask_commands", "protected_paths":
+			a.strings(f, m[k])
+		case "protect_vcs_and_agent_config":
+			a.boolean(f, m[k])
+		default:
+			a.warnf(f, "unknown key, ignored")
+		}
+	}
+}
+
+func (a *agentIssues) absolutePaths(field string, v any) {
+	list, ok := a.strings(field, v)
+	if !ok {
+		return
+	}
+	for i, p := range list {
+		if !filepath.IsAbs(p) {
+			a.errorf(fmt.Sprintf("%s[%d]", field, i), "%q is not an absolute path", p)
+		}
+	}
+}
+
+func (a *agentIssues) onlyKeys(field string, m map[string]any, keys ...string) {
+	for _, k := range sortedKeys(m) {
+		known := false
+		for _, want := range keys {
+			known = known || k == want
+		}
+		if !known {
+			a.warnf(field+"."+k, "unknown key, ignored")
+		}
+	}
+}
+
+func (a *agentIssues) object(field string, v any) (map[string]any, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		a.errorf(field, "must be an object, got %s", typeName(v))
+	}
+	return m, ok
+}
+
+func (a *agentIssues) array(field string, v any) ([]any, bool) {
+	l, ok := v.([]any)
+	if !ok {
+		a.errorf(field, "must be an array, got %s", typeName(v))
+	}
+	return l, ok
+}
+
+func (a *agentIssues) strings(field string, v any) ([]string, bool) {
+	l, ok := a.array(field, v)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(l))
+	for i, e := range l {
+		s, ok := a.str(fmt.Sprintf("%s[%d]", field, i), e)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+func (a *agentIssues) str(field string, v any) (string, bool) {
+	s, ok := v.(string)
+	if !ok {
+		a.errorf(field, "must be a string, got %s", typeName(v))
+	}
+	return s, ok
+}
+
+func (a *agentIssues) requiredString(field string, v any) (string, bool) {
+	if v == nil {
+		a.errorf(field, "required")
+		return "", false
+	}
+	s, ok := a.str(field, v)
+	if ok && s == "" {
+		a.errorf(field, "must not be empty")
+		return "", false
+	}
+	return s, ok
+}
+
+func (a *agentIssues) boolean(field string, v any) {
+	if _, ok := v.(bool); !ok {
+		a.errorf(field, "must be true or false, got %s", typeName(v))
+	}
+}
+
+func (a *agentIssues) number(field string, v any) {
+	if !isNumber(v) {
+		a.errorf(field, "must be a number, got %s", typeName(v))
+	}
+}
+
+func (a *agentIssues) positiveInt(field string, v any) {
+	n, ok := toFloat(v)
+	if !ok || n < 1 || n != float64(int64(n)) {
+		a.errorf(field, "must be a whole number of at least 1, got %v", v)
+	}
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	}
+	if isNumber(v) {
+		return "a number"
+	}
+	return fmt.Sprintf("%T", v)
+}

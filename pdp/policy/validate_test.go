@@ -1,0 +1,72 @@
+package policy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/bundle"
+
+	"github.com/toolpdp/toolpdp/pdp/bundles"
+)
+
+// agentsBundle is a bundle holding data.agents, decoded as OPA decodes it.
+func agentsBundle(t *testing.T, agents string) *bundles.Bundle {
+	t.Helper()
+	var data map[string]any
+	dec := json.NewDecoder(strings.NewReader(`{"agents": ` + agents + `}`))
+	dec.UseNumber()
+	if err := dec.Decode(&data); err != nil {
+		t.Fatal(err)
+	}
+	return &bundles.Bundle{Name: "b", Bundle: &bundle.Bundle{Data: data}}
+}
+
+// Every error names the file, the agent and the field by its path.
+func TestValidateNamesTheField(t *testing.T) {
+	builtins := map[string]bool{"Read": true}
+	for agents, want := range map[string]string{
+		`[]`:                                    `b: agents: must be an object keyed by agent id, got an array`,
+		`{"c": {"max_consecutive_denials": 0}}`: `b: agent 'c': max_consecutive_denials: must be a whole number of at least 1, got 0`,
+		`{"c": {"tools": [{"type": "custom", "name": "Read"}]}}`:                                     `b: agent 'c': tools[0].name: custom tool "Read" takes the name of a built-in tool`,
+		`{"c": {"tools": [{"type": "mcp_toolset", "mcp_server_name": "gh"}]}}`:                       `b: agent 'c': tools[0].mcp_server_name: server "gh" is not declared in mcp_servers`,
+		`{"c": {"execution_policy": {"read_paths": ["/a", "rel"]}}}`:                                 `b: agent 'c': execution_policy.read_paths[1]: "rel" is not an absolute path`,
+		`{"c": {"execution_policy": {"env": {"mode": "all", "names": []}}}}`:                         `b: agent 'c': execution_policy.env.mode: "all" is not allowlist or denylist`,
+		`{"c": {"tools": [{"type": "agent_toolset", "configs": [{"name": "x", "enabled": "no"}]}]}}`: `b: agent 'c': tools[0].configs[0].enabled: must be true or false, got a string`,
+	} {
+		_, err := validateAgents(agentsBundle(t, agents), builtins, map[string]Definition{})
+		if err == nil || err.Error() != want {
+			t.Errorf("%s:\n got %v\nwant %s", agents, err, want)
+		}
+	}
+}
+
+// A valid definition is decoded once, with one default per setting; an
+// unknown key is a warning, not an error.
+func TestValidateDecodesDefinitions(t *testing.T) {
+	defs := map[string]Definition{}
+	warnings, err := validateAgents(agentsBundle(t, `{
+		"plain": {"colour": "blue"},
+		"bound": {"workspace": "acme", "max_consecutive_denials": 2,
+		          "execution_policy": {"cwd": "/w", "write_paths": [], "env": {"mode": "allowlist", "names": ["PATH"]}}}}`),
+		nil, defs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "agent 'plain': colour: unknown key, ignored") {
+		t.Errorf("warnings: %q", warnings)
+	}
+	if d := defs["plain"]; d.MaxDenials != DefaultMaxDenials || d.Workspace != "" || d.Policy != nil {
+		t.Errorf("plain: %+v", d)
+	}
+	d := defs["bound"]
+	if d.MaxDenials != 2 || d.Workspace != "acme" || d.Policy == nil || d.Policy.Cwd != "/w" ||
+		d.Policy.WritePaths == nil || len(*d.Policy.WritePaths) != 0 || d.Policy.ReadPaths != nil ||
+		d.Policy.Env.Mode != "allowlist" || d.Policy.Env.Names[0] != "PATH" {
+		t.Errorf("bound: %+v, policy %+v", d, d.Policy)
+	}
+	var nilAgent *Agent
+	if nilAgent.Denials() != DefaultMaxDenials {
+		t.Error("an unknown agent's cap is not the default")
+	}
+}

@@ -1,0 +1,63 @@
+package pdp
+
+import (
+	"context"
+
+	"github.com/toolpdp/toolpdp/pdp/decisionlog"
+	"github.com/toolpdp/toolpdp/pdp/policy"
+)
+
+// Reload builds a snapshot from the bundles and swaps it in; a bundle that
+// fails to read, compile, validate or pass its own tests is rejected, and
+// the last good snapshot keeps serving. With force false, bundles whose
+// content has not changed since the last good load are not reloaded.
+func (e *Engine) Reload(ctx context.Context, force bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	hash, err := e.sources.Hash()
+	if err == nil && !force && hash == e.lastHash {
+		return nil
+	}
+	var snap *policy.Snapshot
+	if err == nil {
+		snap, err = policy.Load(ctx, e.sources, e.cfg.TestTimeout, e.cfg.Now())
+	}
+	if err != nil {
+		e.lastErr = err
+		e.reloads.WithLabelValues("rejected").Inc()
+		e.log.Error("bundle rejected; the last good policy keeps serving", "bundles", e.sources.Paths, "error", err.Error())
+		return err
+	}
+	for _, w := range snap.Warnings {
+		e.log.Warn("bundle warning", "warning", w)
+	}
+	e.swap(snap)
+	e.lastErr, e.lastHash = nil, hash
+	e.reloads.WithLabelValues("ok").Inc()
+	e.log.Info("policy loaded", "revision", snap.Revision, "bundles", e.sources.Paths)
+	for _, f := range e.onSwap {
+		f(snap)
+	}
+	return nil
+}
+
+// swap makes s the snapshot every later request uses. Each swap is a new
+// generation: remembered approvals of the generations before it no longer
+// hold.
+func (e *Engine) swap(s *policy.Snapshot) {
+	a := &active{snap: s, generation: e.gens.Add(1)}
+	for _, b := range s.Bundles {
+		a.bundles = append(a.bundles, decisionlog.Bundle{Name: b.Name, Revision: b.Revision})
+	}
+	if p := s.LogPolicy(); p != nil {
+		a.logPolicy = p
+	}
+	e.current.Store(a)
+}
+
+// LastError is the error of the last rejected load, nil after a good one.
+func (e *Engine) LastError() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastErr
+}

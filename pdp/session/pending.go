@@ -1,0 +1,312 @@
+package session
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// DefaultMaxPendingBytes bounds the bytes the asks awaiting Confirm hold, and
+// separately those of the other recent decisions.
+const DefaultMaxPendingBytes = 8 << 20
+
+// Call is one decided call as Confirm and ReportResult find it: an ask
+// awaiting a person's answer, or an answered ask, an allow or a deny kept
+// so that a later Confirm or ReportResult gets the right status.
+type Call struct {
+	Workspace  string // the workspace of the caller that decided; "" when nothing binds callers
+	DecisionID string
+	CallID     string // the agent's own id for the call; "" when its Decide carried none
+	AgentID    string
+	SessionID  string
+	ToolName   string
+	Message    string
+	Created    time.Time
+	MaxDenials int // the session's consecutive cap, of the definition that decided
+
+	Decision pb.Decision // what Decide answered
+	Answer   pb.Decision // a person's answer to an ask; UNSPECIFIED until Confirm
+	reported bool        // ReportResult was called for it
+
+	// For an ask in a session: the key it would be remembered by, and the
+	// generation of the snapshot that asked.
+	Remember   RememberKey
+	Generation uint64
+
+	seq uint64 // order of arrival: what a page token names
+}
+
+// size is what an entry costs the store: its strings plus a fixed overhead
+// for the struct, its map entry and its place in the order. A field added
+// to Call that can grow with the request must be counted here.
+func (a *Call) size() int64 {
+	return int64(len(a.Workspace)+len(a.DecisionID)+len(a.CallID)+len(a.AgentID)+len(a.SessionID)+len(a.ToolName)+len(a.Message)) + 320
+}
+
+// Allowed: the call may run, by Decide or by a person's answer.
+func (a *Call) Allowed() bool {
+	return a.Decision == pb.Decision_DECISION_ALLOW || a.Answer == pb.Decision_DECISION_ALLOW
+}
+
+// callKey finds a decision by the agent's own call id.
+type callKey struct{ workspace, agent, session, callID string }
+
+// Pending remembers decided calls for Confirm and ReportResult: asks
+// awaiting an answer (each for at most ttl) and, apart from them, the most
+// recent other decisions (allows to report on, denials and answered asks),
+// so that a flood of allows never pushes out an ask a person is looking at.
+// Both are bounded in number and in bytes, the oldest going first.
+type Pending struct {
+	mu      sync.Mutex
+	asks    fifo
+	recent  fifo
+	byCall  map[callKey]string // the latest decision with that call id
+	ttl     time.Duration
+	seq     uint64
+	evicted *prometheus.CounterVec // entries forgotten at a bound, by store and reason
+}
+
+// NewPending keeps at most max asks, each for at most ttl, and at most max
+// other recent decisions, each store in at most DefaultMaxPendingBytes (see
+// SetMaxBytes).
+func NewPending(max int, ttl time.Duration) *Pending {
+	return &Pending{asks: newFIFO(max), recent: newFIFO(max), byCall: map[callKey]string{}, ttl: ttl,
+		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolpdp_pending_evicted_total",
+			Help: "Decided calls forgotten at a bound: store asks (awaiting an answer) or recent (others), reason entries (--max-pending), bytes (--max-pending-bytes) or expired (--pending-ttl).",
+		}, []string{"store", "reason"})}
+}
+
+// SetMaxBytes bounds the bytes each store takes (n <= 0: the default).
+// Call it before use.
+func (p *Pending) SetMaxBytes(n int64) {
+	if n <= 0 {
+		n = DefaultMaxPendingBytes
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asks.maxBytes, p.recent.maxBytes = n, n
+}
+
+// Collectors are the store's metrics, for a registry.
+func (p *Pending) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{p.evicted,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_pending", Help: "Asks awaiting Confirm."},
+			func() float64 { p.mu.Lock(); defer p.mu.Unlock(); return float64(len(p.asks.m)) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_pending_bytes", Help: "Bytes the decided calls held for Confirm and ReportResult take (estimated)."},
+			func() float64 { p.mu.Lock(); defer p.mu.Unlock(); return float64(p.asks.bytes + p.recent.bytes) }),
+	}
+}
+
+// Add records a decided call. Expired asks go first; then the oldest of a
+// store while it is over either bound.
+func (p *Pending) Add(a *Call) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+	a.seq = p.seq
+	if a.Decision == pb.Decision_DECISION_ASK {
+		p.expire(a.Created)
+		p.asks.add(a, p.evict("asks"))
+	} else {
+		p.recent.add(a, p.evict("recent"))
+	}
+	if a.CallID != "" {
+		p.byCall[callKey{a.Workspace, a.AgentID, a.SessionID, a.CallID}] = a.DecisionID
+	}
+}
+
+// expire drops the asks older than the ttl from the front of the order.
+func (p *Pending) expire(now time.Time) {
+	for len(p.asks.order) > 0 {
+		oldest := p.asks.order[0]
+		if p.asks.held(oldest) && now.Sub(oldest.Created) <= p.ttl {
+			return
+		}
+		p.asks.order[0] = nil
+		p.asks.order = p.asks.order[1:]
+		if p.asks.held(oldest) {
+			p.asks.remove(oldest.DecisionID)
+			p.forget(oldest)
+			p.evicted.WithLabelValues("asks", "expired").Inc()
+		}
+	}
+}
+
+// evict is what happens to an entry a store drops at a bound.
+func (p *Pending) evict(store string) func(*Call, string) {
+	return func(a *Call, reason string) {
+		p.forget(a)
+		p.evicted.WithLabelValues(store, reason).Inc()
+	}
+}
+
+// forget drops the call-id entry of an evicted decision.
+func (p *Pending) forget(evicted *Call) {
+	if evicted == nil || evicted.CallID == "" {
+		return
+	}
+	k := callKey{evicted.Workspace, evicted.AgentID, evicted.SessionID, evicted.CallID}
+	if p.byCall[k] == evicted.DecisionID {
+		delete(p.byCall, k)
+	}
+}
+
+// ByCallID is the decision id of workspace's latest Decide with that call
+// id in that session, or "".
+func (p *Pending) ByCallID(workspace, agentID, sessionID, callID string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byCall[callKey{workspace, agentID, sessionID, callID}]
+}
+
+// Lookup is how a search by decision id ended: Confirm and ReportResult
+// tell these apart from a decision in the wrong state.
+type Lookup int
+
+const (
+	Found Lookup = iota
+	NotFound
+	Expired
+)
+
+// Answer records a person's answer to workspace's ask id. It returns the
+// decision, the lookup's outcome and whether this call answered it; a
+// found decision that is not an unanswered ask is returned unchanged for
+// the caller to explain.
+func (p *Pending) Answer(id, workspace string, answer pb.Decision, now time.Time) (*Call, Lookup, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a := p.asks.get(id); a != nil && a.Workspace == workspace {
+		p.asks.remove(id)
+		if now.Sub(a.Created) > p.ttl {
+			p.forget(a)
+			return nil, Expired, false
+		}
+		a.Answer = answer
+		p.recent.add(a, p.evict("recent"))
+		return a, Found, true
+	}
+	if a := p.recent.get(id); a != nil && a.Workspace == workspace {
+		return a, Found, false
+	}
+	return nil, NotFound, false
+}
+
+// Report marks workspace's allowed call id as reported. It returns the
+// decision with the lookup's outcome and whether this call marked it; a
+// decision that was not allowed or was reported before is not marked.
+func (p *Pending) Report(id, workspace string) (*Call, Lookup, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a := p.asks.get(id); a != nil && a.Workspace == workspace {
+		return a, Found, false // still awaiting a person: not allowed
+	}
+	a := p.recent.get(id)
+	if a == nil || a.Workspace != workspace {
+		return nil, NotFound, false
+	}
+	if !a.Allowed() || a.reported {
+		return a, Found, false
+	}
+	a.reported = true
+	return a, Found, true
+}
+
+// Page returns up to limit of workspace's asks still waiting, oldest first,
+// that arrived after the ask a page token names (after 0: from the first)
+// and belong to agentID ("" for all), and the token of the next page (0 on
+// the last).
+func (p *Pending) Page(workspace, agentID string, after uint64, limit int, now time.Time) ([]Call, uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	order := p.asks.order
+	i := sort.Search(len(order), func(i int) bool { return order[i].seq > after })
+	var out []Call
+	for ; i < len(order); i++ {
+		a := order[i]
+		if !p.asks.held(a) || a.Workspace != workspace || now.Sub(a.Created) > p.ttl || (agentID != "" && a.AgentID != agentID) {
+			continue
+		}
+		if len(out) == limit {
+			return out, out[len(out)-1].seq
+		}
+		out = append(out, *a)
+	}
+	return out, 0
+}
+
+// DropSession forgets the decisions of an ended session.
+func (p *Pending) DropSession(workspace, agentID, sessionID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range []*fifo{&p.asks, &p.recent} {
+		for id, a := range f.m {
+			if a.Workspace == workspace && a.AgentID == agentID && a.SessionID == sessionID {
+				f.remove(id)
+				p.forget(a)
+			}
+		}
+	}
+}
+
+// fifo is a map bounded in entries and bytes, the oldest evicted first.
+type fifo struct {
+	m        map[string]*Call
+	order    []*Call // arrival order (seq ascending); may hold removed entries until compacted
+	max      int
+	maxBytes int64
+	bytes    int64
+}
+
+func newFIFO(max int) fifo {
+	return fifo{m: map[string]*Call{}, max: max, maxBytes: DefaultMaxPendingBytes}
+}
+
+func (f *fifo) get(id string) *Call { return f.m[id] }
+
+// held reports whether a is still in the store (not removed or replaced).
+func (f *fifo) held(a *Call) bool { return f.m[a.DecisionID] == a }
+
+func (f *fifo) remove(id string) {
+	if a, ok := f.m[id]; ok {
+		delete(f.m, id)
+		f.bytes -= a.size()
+	}
+}
+
+// add inserts a, then evicts the oldest entries while the store is over
+// either bound (the one just added stays, however large).
+func (f *fifo) add(a *Call, evicted func(*Call, string)) {
+	f.remove(a.DecisionID)
+	f.m[a.DecisionID] = a
+	f.order = append(f.order, a)
+	f.bytes += a.size()
+	for len(f.order) > 1 && (len(f.m) > f.max || f.bytes > f.maxBytes) {
+		old := f.order[0]
+		f.order[0] = nil
+		f.order = f.order[1:]
+		if !f.held(old) {
+			continue
+		}
+		reason := "bytes"
+		if len(f.m) > f.max {
+			reason = "entries"
+		}
+		f.remove(old.DecisionID)
+		evicted(old, reason)
+	}
+	if len(f.order) > 2*len(f.m)+64 { // removed entries linger in order; compact now and then
+		kept := make([]*Call, 0, len(f.m))
+		for _, e := range f.order {
+			if f.held(e) {
+				kept = append(kept, e)
+			}
+		}
+		f.order = kept
+	}
+}

@@ -1,0 +1,77 @@
+package session
+
+import (
+	"testing"
+	"time"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// An ask is answered once, by its own workspace, within its ttl; an allowed
+// call is reported once; call ids name the latest decision.
+func TestPendingLifecycle(t *testing.T) {
+	p := NewPending(10, time.Minute)
+	now := time.Now()
+	add := func(id, ws, callID string, d pb.Decision) {
+		p.Add(&Call{Workspace: ws, DecisionID: id, CallID: callID, AgentID: "a", SessionID: "s", Created: now, Decision: d})
+	}
+	add("ask1", "acme", "c1", pb.Decision_DECISION_ASK)
+	add("allow1", "acme", "c2", pb.Decision_DECISION_ALLOW)
+	add("ask2", "acme", "c1", pb.Decision_DECISION_ASK) // a retried call id names the latest
+
+	if got := p.ByCallID("acme", "a", "s", "c1"); got != "ask2" {
+		t.Errorf("ByCallID(c1) = %q, want ask2", got)
+	}
+	if got := p.ByCallID("globex", "a", "s", "c1"); got != "" {
+		t.Errorf("another workspace found %q", got)
+	}
+	if _, found, _ := p.Answer("ask1", "globex", pb.Decision_DECISION_ALLOW, now); found != NotFound {
+		t.Errorf("another workspace's ask: %v", found)
+	}
+	if _, found, _ := p.Report("ask1", "acme"); found != Found {
+		t.Errorf("report of an unanswered ask: %v", found)
+	}
+	if a, found, answered := p.Answer("ask1", "acme", pb.Decision_DECISION_ALLOW, now); found != Found || !answered || !a.Allowed() {
+		t.Fatalf("Answer = %v, %v, %v", a, found, answered)
+	}
+	if _, found, answered := p.Answer("ask1", "acme", pb.Decision_DECISION_DENY, now); found != Found || answered {
+		t.Errorf("answered twice: %v, %v", found, answered)
+	}
+	for _, id := range []string{"ask1", "allow1"} {
+		if _, _, marked := p.Report(id, "acme"); !marked {
+			t.Errorf("%s: first report not marked", id)
+		}
+		if _, _, marked := p.Report(id, "acme"); marked {
+			t.Errorf("%s: reported twice", id)
+		}
+	}
+	if asks, next := p.Page("acme", "", 0, 10, now); len(asks) != 1 || asks[0].DecisionID != "ask2" || next != 0 {
+		t.Errorf("Page = %v, %d; want ask2 alone", asks, next)
+	}
+	if _, found, _ := p.Answer("ask2", "acme", pb.Decision_DECISION_ALLOW, now.Add(2*time.Minute)); found != Expired {
+		t.Errorf("an ask past its ttl: %v", found)
+	}
+	p.DropSession("acme", "a", "s")
+	if _, found, _ := p.Report("allow1", "acme"); found != NotFound {
+		t.Errorf("an ended session's call: %v", found)
+	}
+}
+
+// A page holds at most limit asks and names where the next one starts.
+func TestPendingPages(t *testing.T) {
+	p := NewPending(10, time.Hour)
+	now := time.Now()
+	for _, id := range []string{"1", "2", "3"} {
+		p.Add(&Call{DecisionID: id, AgentID: "a", Created: now, Decision: pb.Decision_DECISION_ASK})
+	}
+	first, next := p.Page("", "a", 0, 2, now)
+	if len(first) != 2 || next == 0 {
+		t.Fatalf("first page %d asks, next %d", len(first), next)
+	}
+	if rest, last := p.Page("", "a", next, 2, now); len(rest) != 1 || rest[0].DecisionID != "3" || last != 0 {
+		t.Fatalf("second page %v, next %d", rest, last)
+	}
+	if other, _ := p.Page("", "b", 0, 2, now); len(other) != 0 {
+		t.Errorf("another agent's page: %v", other)
+	}
+}
