@@ -80,6 +80,9 @@ func plain(p string) error {
 // IsURL reports whether p starts with a URL scheme and "://" (file://,
 // http://): a scheme is a letter, then letters, digits, "+", "-" or ".".
 func IsURL(p string) bool {
+	if len(p) >= 5 && strings.EqualFold(p[:5], "file:") {
+		return true // file:/etc/passwd, a file URL with one slash
+	}
 	i := strings.Index(p, "://")
 	if i < 1 {
 		return false

@@ -43,7 +43,16 @@ func (e *Engine) Confirm(ws string, req *pb.ConfirmRequest) (*pb.ConfirmResponse
 		return nil, err
 	}
 	now := e.cfg.Now()
-	ask, found, answered := e.pending.Answer(id, ws, answer, now)
+	revoked := false
+	ask, found, answered := e.pending.Answer(id, ws, func(c *session.Call) pb.Decision {
+		// A person's allow cannot bring back an agent the policy removed:
+		// its calls are denied, asks still pending included.
+		if answer == pb.Decision_DECISION_ALLOW && e.removed(c.AgentID) {
+			revoked = true
+			return pb.Decision_DECISION_DENY
+		}
+		return answer
+	}, now)
 	switch {
 	case found == session.Expired:
 		return nil, errorf(NotFound, "decision_id: %q expired before it was confirmed", id)
@@ -54,9 +63,13 @@ func (e *Engine) Confirm(ws string, req *pb.ConfirmRequest) (*pb.ConfirmResponse
 	case !answered:
 		return nil, errorf(FailedPrecondition, "decision_id: %q was answered before (%s); an ask is answered once", id, policy.EffectName(ask.Answer))
 	}
+	answer = ask.Answer
 	halt := e.sessions.Record(ask.Workspace, ask.AgentID, ask.SessionID, policy.EffectName(answer), ask.MaxDenials, now)
 	remembered := false
-	if req.GetRemember() && ask.SessionID != "" && ask.Remember != (session.RememberKey{}) {
+	if revoked {
+		e.cfg.Logger.Info("a confirmation of a removed agent's ask is a deny", "decision_id", ask.DecisionID, "agent_id", ask.AgentID)
+	}
+	if answer == pb.Decision_DECISION_ALLOW && req.GetRemember() && ask.SessionID != "" && ask.Remember != (session.RememberKey{}) {
 		e.sessions.Remember(ask.Workspace, ask.AgentID, ask.SessionID, ask.Remember, ask.Generation, now.Add(e.cfg.RememberTTL), now)
 		remembered = true
 	}
@@ -102,6 +115,12 @@ func (e *Engine) ReportResult(ws string, req *pb.ReportResultRequest) (*pb.Repor
 	return &pb.ReportResultResponse{Halt: halt}, nil
 }
 
+// removed reports whether the policy in force no longer defines agentID.
+func (e *Engine) removed(agentID string) bool {
+	a := e.current.Load()
+	return a != nil && a.snap.Agent(agentID) == nil
+}
+
 // callID is the decision a Confirm or ReportResult names: by decision_id,
 // or by the agent's call_id with the agent and session of its Decide.
 func (e *Engine) callID(ws, decisionID, callID, agentID, sessionID string) (string, error) {
@@ -114,7 +133,11 @@ func (e *Engine) callID(ws, decisionID, callID, agentID, sessionID string) (stri
 		return "", errorf(InvalidArgument, "decision_id: required (or call_id with agent_id and session_id)")
 	}
 	agentID = policy.AgentID(agentID)
-	if id := e.pending.ByCallID(ws, agentID, sessionID, callID); id != "" {
+	id, ambiguous := e.pending.ByCallID(ws, agentID, sessionID, callID)
+	if ambiguous {
+		return "", errorf(FailedPrecondition, "call_id: %q of agent '%s' in session %q names more than one call (its id was reused for another one); name the call by decision_id", callID, agentID, sessionID)
+	}
+	if id != "" {
 		return id, nil
 	}
 	return "", errorf(NotFound, "call_id: %q of agent '%s' in session %q names no recent decision", callID, agentID, sessionID)

@@ -1,12 +1,14 @@
 package grpcapi
 
 import (
+	"strings"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -203,6 +205,14 @@ func (s *Server) checkDecide(r *pb.DecideRequest) error {
 		return fmt.Errorf("tool_name: required")
 	case len(r.GetToolName()) > MaxToolNameBytes:
 		return fmt.Errorf("tool_name: %d bytes, more than the limit of %d", len(r.GetToolName()), MaxToolNameBytes)
+	case strings.TrimSpace(r.GetToolName()) != r.GetToolName() || strings.IndexFunc(r.GetToolName(), unicode.IsControl) >= 0:
+		// "Bash\t" or "Bash " would be another tool to the policy and the
+		// same one to a runtime that trims.
+		return fmt.Errorf("tool_name: %q has surrounding blanks or control characters", r.GetToolName())
+	}
+	if e := r.GetExecutionPolicy().GetEnv(); e != nil && e.GetMode() != "allowlist" && e.GetMode() != "denylist" {
+		// A mode nobody enforces must not pass for "no env policy".
+		return fmt.Errorf("execution_policy.env.mode: %q is not allowlist or denylist", e.GetMode())
 	}
 	for field, v := range map[string]string{"agent_id": r.GetAgentId(), "session_id": r.GetSessionId(), "server": r.GetServer(), "call_id": r.GetCallId()} {
 		if len(v) > MaxIDBytes {

@@ -109,6 +109,10 @@ func TestValidationErrorsNameTheField(t *testing.T) {
 		{"large args", &pb.DecideRequest{ToolName: "Write", Args: testkit.Struct(t, map[string]any{"content": big})}, "args: "},
 		{"long agent_id", &pb.DecideRequest{ToolName: "Read", AgentId: strings.Repeat("a", 300)}, "agent_id: 300 bytes"},
 		{"unknown category", &pb.DecideRequest{ToolName: "Read", Category: 7}, "category: 7 is not a known category"},
+		{"blank around tool_name", &pb.DecideRequest{ToolName: "Bash\t"}, "tool_name: "},
+		{"control character in tool_name", &pb.DecideRequest{ToolName: "Ba\x00sh"}, "control characters"},
+		{"unknown env mode", &pb.DecideRequest{ToolName: "Bash", ExecutionPolicy: &pb.ExecutionPolicy{Env: &pb.EnvSpec{Mode: "ALLOWLIST"}}},
+			"execution_policy.env.mode: \"ALLOWLIST\" is not allowlist or denylist"},
 	}
 	for _, c := range cases {
 		_, err := ts.client.Decide(context.Background(), c.req)

@@ -223,6 +223,7 @@ func TestRemovedAgentIsRevoked(t *testing.T) {
 	if r := ts.decide(t, bash("curl x")); r.Decision != pb.Decision_DECISION_DENY {
 		t.Fatalf("curl before the reload: %s", r.Decision)
 	}
+	ask := ts.decide(t, bash("eval ls")) // code it cannot see: an ask, left pending
 	reload := func(agents, rev string) {
 		t.Helper()
 		writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(agents))
@@ -232,6 +233,15 @@ func TestRemovedAgentIsRevoked(t *testing.T) {
 		}
 	}
 	reload("{"+other+"}", "v2")
+	// An ask of the removed agent still pending: a person's allow is a deny.
+	if ask.Decision == pb.Decision_DECISION_ASK {
+		c, err := ts.client.Confirm(context.Background(), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow", Remember: true})
+		if err != nil || c.Decision != pb.Decision_DECISION_DENY {
+			t.Fatalf("Confirm allow of a removed agent's ask: %v %v, want DECISION_DENY", c, err)
+		}
+	} else {
+		t.Fatalf("eval ls: %s, want an ask to confirm", ask.Decision)
+	}
 	for _, req := range []*pb.DecideRequest{bash("ls"), bash("rm -rf /"), {AgentId: "coder", SessionId: "s", ToolName: "Read"}, {AgentId: "coder", SessionId: "s", ToolName: "lookup"}} {
 		r := ts.decide(t, req)
 		if r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "agent_removed" || !strings.Contains(r.Message, "removed") {

@@ -71,6 +71,11 @@ func policyFromProto(p *pb.ExecutionPolicy) *ExecutionPolicy {
 	out := &ExecutionPolicy{Cwd: p.GetCwd()}
 	if e := p.GetEnv(); e != nil {
 		out.Env = &EnvSpec{Mode: e.GetMode(), Names: e.GetNames(), IncludeSafeEnvVars: e.GetIncludeSafeEnvVars()}
+		if m := e.GetMode(); m != "allowlist" && m != "denylist" {
+			// The server refuses such a request; a caller in-process gets
+			// the strictest reading: an allowlist of nothing.
+			out.Env = &EnvSpec{Mode: "allowlist"}
+		}
 	}
 	if r := p.GetReadPaths(); r != nil {
 		paths := r.GetPaths()

@@ -64,7 +64,7 @@ type Pending struct {
 	mu      sync.Mutex
 	asks    fifo
 	recent  fifo
-	byCall  map[callKey]string // the latest decision with that call id
+	byCall  map[callKey]*callRef // the latest decision with that call id
 	ttl     time.Duration
 	seq     uint64
 	evicted *prometheus.CounterVec // entries forgotten at a bound, by store and reason
@@ -74,7 +74,7 @@ type Pending struct {
 // other recent decisions, each store in at most DefaultMaxPendingBytes (see
 // SetMaxBytes).
 func NewPending(max int, ttl time.Duration) *Pending {
-	return &Pending{asks: newFIFO(max), recent: newFIFO(max), byCall: map[callKey]string{}, ttl: ttl,
+	return &Pending{asks: newFIFO(max), recent: newFIFO(max), byCall: map[callKey]*callRef{}, ttl: ttl,
 		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolpdp_pending_evicted_total",
 			Help: "Decided calls forgotten at a bound: store asks (awaiting an answer) or recent (others), reason entries (--max-pending), bytes (--max-pending-bytes) or expired (--pending-ttl).",
@@ -116,8 +116,27 @@ func (p *Pending) Add(a *Call) {
 		p.recent.add(a, p.evict("recent"))
 	}
 	if a.CallID != "" {
-		p.byCall[callKey{a.Workspace, a.AgentID, a.SessionID, a.CallID}] = a.DecisionID
+		k := callKey{a.Workspace, a.AgentID, a.SessionID, a.CallID}
+		sig := a.ToolName + "\x00" + string(a.Remember[:])
+		ref := p.byCall[k]
+		if ref == nil {
+			ref = &callRef{sig: sig}
+			p.byCall[k] = ref
+		}
+		ref.conflict = ref.conflict || ref.sig != sig
+		ref.id, ref.held, ref.sig = a.DecisionID, ref.held+1, sig
 	}
+}
+
+// callRef is the latest decision with a call id, how many decisions held
+// here carry that id, and whether they were different calls (another tool
+// or other arguments): a retried call may reuse its id, another call may
+// not take it over.
+type callRef struct {
+	id       string
+	held     int
+	sig      string
+	conflict bool
 }
 
 // expire drops the asks older than the ttl from the front of the order.
@@ -151,17 +170,25 @@ func (p *Pending) forget(evicted *Call) {
 		return
 	}
 	k := callKey{evicted.Workspace, evicted.AgentID, evicted.SessionID, evicted.CallID}
-	if p.byCall[k] == evicted.DecisionID {
-		delete(p.byCall, k)
+	if ref := p.byCall[k]; ref != nil {
+		if ref.held--; ref.held <= 0 {
+			delete(p.byCall, k)
+		}
 	}
 }
 
-// ByCallID is the decision id of workspace's latest Decide with that call
-// id in that session, or "".
-func (p *Pending) ByCallID(workspace, agentID, sessionID, callID string) string {
+// ByCallID is the decision id of workspace's Decide with that call id in
+// that session ("" for none); ambiguous when the agent sent that call id
+// with more than one decision still held: a person answering "the call
+// toolu_01" must not approve another call that reused its id.
+func (p *Pending) ByCallID(workspace, agentID, sessionID, callID string) (id string, ambiguous bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.byCall[callKey{workspace, agentID, sessionID, callID}]
+	ref := p.byCall[callKey{workspace, agentID, sessionID, callID}]
+	if ref == nil {
+		return "", false
+	}
+	return ref.id, ref.held > 1 && ref.conflict
 }
 
 // Lookup is how a search by decision id ended: Confirm and ReportResult
@@ -178,7 +205,7 @@ const (
 // decision, the lookup's outcome and whether this call answered it; a
 // found decision that is not an unanswered ask is returned unchanged for
 // the caller to explain.
-func (p *Pending) Answer(id, workspace string, answer pb.Decision, now time.Time) (*Call, Lookup, bool) {
+func (p *Pending) Answer(id, workspace string, answer func(*Call) pb.Decision, now time.Time) (*Call, Lookup, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if a := p.asks.get(id); a != nil && a.Workspace == workspace {
@@ -187,7 +214,7 @@ func (p *Pending) Answer(id, workspace string, answer pb.Decision, now time.Time
 			p.forget(a)
 			return nil, Expired, false
 		}
-		a.Answer = answer
+		a.Answer = answer(a)
 		p.recent.add(a, p.evict("recent"))
 		return a, Found, true
 	}

@@ -19,22 +19,22 @@ func TestPendingLifecycle(t *testing.T) {
 	add("allow1", "acme", "c2", pb.Decision_DECISION_ALLOW)
 	add("ask2", "acme", "c1", pb.Decision_DECISION_ASK) // a retried call id names the latest
 
-	if got := p.ByCallID("acme", "a", "s", "c1"); got != "ask2" {
-		t.Errorf("ByCallID(c1) = %q, want ask2", got)
+	if got, ambiguous := p.ByCallID("acme", "a", "s", "c1"); got != "ask2" || ambiguous {
+		t.Errorf("ByCallID(c1) = %q, %v; want ask2, the same call retried", got, ambiguous)
 	}
-	if got := p.ByCallID("globex", "a", "s", "c1"); got != "" {
+	if got, _ := p.ByCallID("globex", "a", "s", "c1"); got != "" {
 		t.Errorf("another workspace found %q", got)
 	}
-	if _, found, _ := p.Answer("ask1", "globex", pb.Decision_DECISION_ALLOW, now); found != NotFound {
+	if _, found, _ := p.Answer("ask1", "globex", answer(pb.Decision_DECISION_ALLOW), now); found != NotFound {
 		t.Errorf("another workspace's ask: %v", found)
 	}
 	if _, found, _ := p.Report("ask1", "acme"); found != Found {
 		t.Errorf("report of an unanswered ask: %v", found)
 	}
-	if a, found, answered := p.Answer("ask1", "acme", pb.Decision_DECISION_ALLOW, now); found != Found || !answered || !a.Allowed() {
+	if a, found, answered := p.Answer("ask1", "acme", answer(pb.Decision_DECISION_ALLOW), now); found != Found || !answered || !a.Allowed() {
 		t.Fatalf("Answer = %v, %v, %v", a, found, answered)
 	}
-	if _, found, answered := p.Answer("ask1", "acme", pb.Decision_DECISION_DENY, now); found != Found || answered {
+	if _, found, answered := p.Answer("ask1", "acme", answer(pb.Decision_DECISION_DENY), now); found != Found || answered {
 		t.Errorf("answered twice: %v, %v", found, answered)
 	}
 	for _, id := range []string{"ask1", "allow1"} {
@@ -48,12 +48,31 @@ func TestPendingLifecycle(t *testing.T) {
 	if asks, next := p.Page("acme", "", 0, 10, now); len(asks) != 1 || asks[0].DecisionID != "ask2" || next != 0 {
 		t.Errorf("Page = %v, %d; want ask2 alone", asks, next)
 	}
-	if _, found, _ := p.Answer("ask2", "acme", pb.Decision_DECISION_ALLOW, now.Add(2*time.Minute)); found != Expired {
+	if _, found, _ := p.Answer("ask2", "acme", answer(pb.Decision_DECISION_ALLOW), now.Add(2*time.Minute)); found != Expired {
 		t.Errorf("an ask past its ttl: %v", found)
 	}
 	p.DropSession("acme", "a", "s")
 	if _, found, _ := p.Report("allow1", "acme"); found != NotFound {
 		t.Errorf("an ended session's call: %v", found)
+	}
+}
+
+func answer(d pb.Decision) func(*Call) pb.Decision { return func(*Call) pb.Decision { return d } }
+
+// A call id that another call takes over (another tool, or other
+// arguments) while both are held names neither: a person answering "the
+// call toolu_01" must not approve a different one.
+func TestCallIDTakenOverIsAmbiguous(t *testing.T) {
+	p := NewPending(10, time.Minute)
+	now := time.Now()
+	p.Add(&Call{DecisionID: "d1", CallID: "dup", AgentID: "a", SessionID: "s", ToolName: "purge", Remember: RememberKey{1}, Created: now, Decision: pb.Decision_DECISION_ASK})
+	p.Add(&Call{DecisionID: "d2", CallID: "dup", AgentID: "a", SessionID: "s", ToolName: "purge", Remember: RememberKey{2}, Created: now, Decision: pb.Decision_DECISION_ASK})
+	if id, ambiguous := p.ByCallID("", "a", "s", "dup"); !ambiguous {
+		t.Fatalf("ByCallID = %q, not ambiguous", id)
+	}
+	p.DropSession("", "a", "s")
+	if id, ambiguous := p.ByCallID("", "a", "s", "dup"); id != "" || ambiguous {
+		t.Fatalf("after the session ended: %q, %v", id, ambiguous)
 	}
 }
 

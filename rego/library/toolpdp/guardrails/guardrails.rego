@@ -93,21 +93,42 @@ reasons contains reason("protected_paths", "deny", sprintf("searching %q is deni
 	last := lower(regex.replace(trim_suffix(name, "/"), `^.*/`, ""))
 	some seg in split(lower(g.raw), "/")
 	trim(seg, "*") != ""
-	glob.match(seg, ["/"], last)
+	glob_could_match(seg, last)
 }
+
+# glob_could_match: a search glob's segment could match a name. Both
+# negation spellings ([!x] and ripgrep's [^x]) are read as negation; a glob
+# the matcher cannot read (an unclosed [ or {) is taken as matching: wider
+# is safe, and an evaluation error would deny every call of the tool.
+glob_could_match(seg, name) if {
+	well_formed_glob(seg)
+	glob.match(replace(seg, "[^", "[!"), ["/"], name)
+}
+
+glob_could_match(seg, _) if not well_formed_glob(seg)
+
+well_formed_glob(seg) if regex.match(`^(?:[^\[\]{}\\]|\\.|\[[!^]?\]?[^\]]*\]|\{[^{}\[\]]*\})*$`, seg)
 
 # protected matches a name as whole path segments anywhere in the path
 # (".git", "config/secrets"), or an absolute name as a directory prefix,
-# both without regard to case.
+# both without regard to case, and with each segment read as the file
+# systems that forgive spellings read it (".git." and ".git " are ".git" on
+# Windows; ".env::$DATA" is its data stream).
 protected(path, name) if {
 	not startswith(name, "/")
-	contains(lower(concat("", ["/", trim(path, "/"), "/"])), lower(concat("", ["/", trim(name, "/"), "/"])))
+	contains(normal(path), lower(concat("", ["/", trim(name, "/"), "/"])))
 }
 
 protected(path, name) if {
 	startswith(name, "/")
-	startswith(lower(concat("", [path, "/"])), lower(concat("", [trim_suffix(name, "/"), "/"])))
+	startswith(normal(path), lower(concat("", [trim_suffix(name, "/"), "/"])))
 }
+
+normal(path) := concat("", ["/", concat("/", [segment(s) | some s in split(trim(lower(path), "/"), "/")]), "/"])
+
+segment(s) := trim_right(regex.replace(s, `:.*$`, ""), ". ") if {
+	not s in {".", ".."}
+} else := s
 
 # Security teams' own guardrail packages: data.guardrails.<name>.deny / .ask.
 reasons contains reason(sprintf("guardrails.%s.deny", [name]), "deny", message(name, msg)) if {

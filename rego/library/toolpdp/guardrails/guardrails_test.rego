@@ -132,3 +132,24 @@ test_search_globs_may_not_match_listed_names if {
 	count(glob_reasons("*")) == 0
 	count(glob_reasons("**/*.go")) == 0
 }
+
+# Both negation spellings are negation; a glob the matcher cannot read
+# could match anything (and never stops evaluation).
+test_search_globs_negation_and_malformed if {
+	count(glob_reasons(".en[^x]")) == 1
+	count(glob_reasons(".en[!x]")) == 1
+	count(glob_reasons("[")) > 0
+	count(glob_reasons("{a,b")) > 0
+	count(glob_reasons("*.{ts,tsx}")) == 0
+	count(glob_reasons("src/[ab]*.go")) == 0
+}
+
+# Spellings a forgiving file system reads as the protected name.
+test_protected_names_as_windows_reads_them if {
+	count(reasons({"tool_name": "Write", "paths": [write("x", "/p/src/.git./config")]})) == 1
+	count(reasons({"tool_name": "Write", "paths": [write("x", "/p/src/.git /config")]})) == 1
+	count(reasons({"tool_name": "Write", "paths": [write(".mcp.json.", "")]})) == 1
+	count(reasons({"tool_name": "Read", "guardrails": listed, "paths": [read("x", "/p/.env::$DATA")]})) == 1
+	count(reasons({"tool_name": "Read", "guardrails": listed, "paths": [read("x", "/p/.env.")]})) == 1
+	count(reasons({"tool_name": "Write", "paths": [write("x", "/p/gitdir/config")]})) == 0
+}
