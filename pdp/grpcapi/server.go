@@ -1,12 +1,12 @@
 package grpcapi
 
 import (
-	"strings"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
