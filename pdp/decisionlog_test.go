@@ -69,6 +69,17 @@ func TestDecisionLogHoldsNoSecret(t *testing.T) {
 		"maskedbypolicy":                                        "args note (the bundle's mask policy)",
 		"ticketbypolicy":                                        "args ticket (the bundle's upsert)",
 		"droppedbypolicy":                                       "a decision the bundle's policy drops",
+		"glpat-AbCdEfGhIjKlMnOpQrSt":                            "args: glpat- (red team)",
+		"AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q":               "args: AIza (red team)",
+		"rk_live_0123456789abcdefABCDEF":                        "args: rk_live_ (red team)",
+		"npm_0123456789abcdefghijABCDEFGHIJ0123":                "args: npm_ (red team)",
+		"hf_0123456789abcdefghijABCDEFGHIJ0123":                 "args: hf_ (red team)",
+		"T000/B000/XXXXsecretXXXX":                              "args: a Slack webhook URL (red team)",
+		"userpw4ip":                                             "args: user:pw@ip (red team)",
+		"passvalue4arg":                                         "args pass (name, red team)",
+		"keyvalue4env":                                          "env MY_KEY (name, red team)",
+		"credsvalue4env":                                        "env CREDS (name, red team)",
+		"hunter2free":                                           "Confirm deny_message: password is … (red team)",
 	}
 	ctx := context.Background()
 	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read",
@@ -80,7 +91,12 @@ func TestDecisionLogHoldsNoSecret(t *testing.T) {
 			"list":    []any{"ghp_0123456789abcdefghijABCDEFGHIJ012345", "xoxb-123456789012-abcdefghij", "id AKIAIOSFODNN7EXAMPLE here"},
 			"jwt":     "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl",
 			"note":    "maskedbypolicy", "ticket": "ticketbypolicy",
+			"more": []any{"glpat-AbCdEfGhIjKlMnOpQrSt", "key AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "rk_live_0123456789abcdefABCDEF",
+				"npm_0123456789abcdefghijABCDEFGHIJ0123", "hf_0123456789abcdefghijABCDEFGHIJ0123",
+				"https://hooks.slack.com/services/T000/B000/XXXXsecretXXXX", "ssh admin:userpw4ip@10.0.0.1"},
+			"pass": "passvalue4arg",
 		})})
+	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read", Env: map[string]string{"MY_KEY": "keyvalue4env", "CREDS": "credsvalue4env"}})
 	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{
 		"command": `curl -H "Authorization: Bearer tokBearerInCurl8xY" https://api.example.com && git clone https://x:github_pat_11ABCDEFG0123456789_abcdefghijk@github.com/o/r`})})
 	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{
@@ -89,7 +105,7 @@ func TestDecisionLogHoldsNoSecret(t *testing.T) {
 		"file_path": "/tmp/key.pem", "content": "-----BEGIN RSA PRIVATE KEY-----\nMIIEpemsecretBODYline\nabc\n-----END RSA PRIVATE KEY-----\n"})})
 	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read", Args: testkit.Struct(t, map[string]any{"drop_me": true, "x": "droppedbypolicy"})})
 	ask := e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "git push"})})
-	if _, err := e.Confirm("", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "use xoxp-confirm-secret instead"}); err != nil {
+	if _, err := e.Confirm("", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "use xoxp-confirm-secret instead; the password is hunter2free"}); err != nil {
 		t.Fatal(err)
 	}
 	dlog.Close()
@@ -107,7 +123,7 @@ func TestDecisionLogHoldsNoSecret(t *testing.T) {
 		}
 		kinds[v["type"].(string)]++
 	}
-	if kinds["decision"] != 5 || kinds["tool.permission_denied"] != 2 || kinds["tool.confirmation"] != 1 {
+	if kinds["decision"] != 6 || kinds["tool.permission_denied"] != 2 || kinds["tool.confirmation"] != 1 {
 		t.Errorf("lines by type %v; want 5 decisions (one dropped by the policy), 2 denials, 1 confirmation", kinds)
 	}
 	// Masking keeps what is not a secret.

@@ -203,9 +203,17 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *
 	}
 	agentID := policy.AgentID(req.GetAgentId())
 	current := a.snap.Agent(agentID)
-	agent := e.sessions.Pin(ws, agentID, req.GetSessionId(), current, now)
+	agent, lost := e.sessions.Pin(ws, agentID, req.GetSessionId(), current, now)
 	evalStart := time.Now()
-	resp := e.evaluate(ctx, a.snap, agentID, agent, current, req)
+	var resp *pb.DecideResponse
+	if lost {
+		// Its pin and counts were released under load: starting afresh
+		// would shed a halt or a stricter definition. Fail closed.
+		resp = policy.Deny(&pb.DecideResponse{PolicyRevision: a.snap.Revision}, "session", "session_evicted",
+			"this session's state was released because more sessions were open than the server holds (--max-sessions, --max-session-bytes): start a new session")
+	} else {
+		resp = e.evaluate(ctx, a.snap, agentID, agent, current, req)
+	}
 	evalNs := time.Since(evalStart).Nanoseconds()
 	resp.DecisionId = NewDecisionID()
 	max := agent.Denials()

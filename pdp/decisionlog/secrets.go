@@ -14,8 +14,8 @@ import (
 // containing it ("api_key" masks X-API-KEY, "token" masks GITHUB_TOKEN); a
 // shorter entry masks a name having it as a whole word ("pat" masks
 // GITHUB_PAT and pat, not path).
-var DefaultRedact = []string{"token", "secret", "password", "passwd", "passphrase", "pwd", "credential", "api_key", "apikey",
-	"private_key", "authorization", "auth", "bearer", "cookie", "session_key", "access_key", "signature", "pat"}
+var DefaultRedact = []string{"token", "secret", "password", "passwd", "passphrase", "pwd", "pass", "credential", "creds", "api_key", "apikey",
+	"private_key", "private", "authorization", "auth", "bearer", "cookie", "session_key", "access_key", "signature", "pat", "key", "webhook"}
 
 // Redacted replaces a masked value in the decision log.
 const Redacted = "[REDACTED]"
@@ -124,6 +124,16 @@ var secretShapes = []secretShape{
 	{"bearer", "", regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{6,}`), 1},
 	{"authorization-header", "", regexp.MustCompile(`(?i)\b((?:proxy-)?authorization["']?\s*[:=]\s*["']?(?:(?:basic|bearer|token|digest)\s+)?)[^\s"',;]+`), 1},
 	{"url-password", "://", regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@"'<>]*:)[^\s/@"'<>]+(@)`), 1},
+	{"userinfo-password", "@", regexp.MustCompile(`(\b[A-Za-z0-9._-]+:)[^\s/@"'<>:]{3,}(@[A-Za-z0-9.-]+)`), 1}, // user:pw@host without a scheme
+	{"gitlab-token", "gl", regexp.MustCompile(`\bgl(?:pat|dt|ptt|rt|cbt|oas|ft)-[A-Za-z0-9_-]{16,}`), 0},
+	{"google-api-key", "AIza", regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`), 0},
+	{"stripe-key", "_live_", regexp.MustCompile(`\b(?:sk|rk|pk)_live_[0-9A-Za-z]{16,}`), 0},
+	{"stripe-test-key", "_test_", regexp.MustCompile(`\b(?:sk|rk)_test_[0-9A-Za-z]{16,}`), 0},
+	{"npm-token", "npm_", regexp.MustCompile(`\bnpm_[A-Za-z0-9]{30,}`), 0},
+	{"huggingface-token", "hf_", regexp.MustCompile(`\bhf_[A-Za-z0-9]{30,}`), 0},
+	{"slack-webhook", "hooks.slack.com", regexp.MustCompile(`hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]+`), 0},
+	{"token-scheme", "", regexp.MustCompile(`(?i)\b(token\s+)[A-Za-z0-9._~+/=-]{12,}`), 1},
+	{"password-is", "", regexp.MustCompile(`(?i)\b((?:password|passphrase|passwd|pwd)\s+(?:is|was|=|:)\s+)\S+`), 1},
 }
 
 // assignment finds NAME=value, NAME: value and "NAME": "value" inside a

@@ -58,7 +58,8 @@ func TestManySessionsConcurrently(t *testing.T) {
 }
 
 // The number of pins is bounded; the longest idle is released first, and
-// comes back with the newest definition.
+// comes back denied (session_evicted): starting afresh under the newest
+// definition would let a flood of sessions loosen a running one.
 func TestPinEvictionAtTheBound(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": `{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`})
 	ts := startServer(t, serverOpts{bundles: []string{dir}, sessions: 2})
@@ -78,8 +79,8 @@ func TestPinEvictionAtTheBound(t *testing.T) {
 	if int(ts.metric(t, "toolpdp_sessions")) != 2 {
 		t.Fatalf("%d sessions, want the bound of 2", int(ts.metric(t, "toolpdp_sessions")))
 	}
-	if decide("s2") != pb.Decision_DECISION_ASK {
-		t.Fatal("s2 was not released at the bound: it kept its old definition")
+	if r := ts.decide(t, &pb.DecideRequest{AgentId: "b", SessionId: "s2", ToolName: "bash"}); r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "session_evicted" {
+		t.Fatalf("s2 after it was released at the bound: %s %v, want a session_evicted deny", r.Decision, r.Reasons)
 	}
 	if n := ts.metric(t, "toolpdp_sessions_evicted_total"); n != 2 { // s2 for s3, then s1 for s2's return
 		t.Fatalf("toolpdp_sessions_evicted_total = %v, want 2", n)
@@ -264,5 +265,39 @@ func TestRemovedAgentIsRevoked(t *testing.T) {
 	fresh.SessionId = "fresh"
 	if r := ts.decide(t, fresh); r.Decision != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("curl in a new session of the new definition: %s %s", r.Decision, r.Message)
+	}
+}
+
+// A session released because the store was full comes back denied, not
+// afresh: a flood of new sessions must not shed a halt or a pin to a
+// stricter definition. Idle timeouts and EndSession still start afresh.
+func TestSessionEvictedUnderLoadIsNotReborn(t *testing.T) {
+	strict := `{"v": {"tools": [{"type": "agent_toolset", "configs": [{"name": "rm", "enabled": false}], "default_config": {"permission_policy": {"type": "always_ask"}}}], "max_consecutive_denials": 2}}`
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": strict})
+	ts := startServer(t, serverOpts{bundles: []string{dir}, sessions: 3})
+	rm := &pb.DecideRequest{AgentId: "v", SessionId: "V", ToolName: "rm"}
+	ts.decide(t, rm)
+	if r := ts.decide(t, rm); !r.Halt {
+		t.Fatalf("second denial: halt %v", r.Halt)
+	}
+	// A looser definition, then a flood of new sessions that evicts V.
+	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(`{"v": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`))
+	writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest("v2")))
+	if err := ts.engine.Reload(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		ts.decide(t, &pb.DecideRequest{AgentId: "v", SessionId: fmt.Sprintf("flood%d", i), ToolName: "Read"})
+	}
+	r := ts.decide(t, &pb.DecideRequest{AgentId: "v", SessionId: "V", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"})})
+	if r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "session_evicted" {
+		t.Fatalf("the evicted session after the flood: %s %v, want a session_evicted deny", r.Decision, r.Reasons)
+	}
+	// Ended on purpose, the id starts afresh.
+	if _, err := ts.client.EndSession(context.Background(), &pb.EndSessionRequest{AgentId: "v", SessionId: "V"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := ts.decide(t, &pb.DecideRequest{AgentId: "v", SessionId: "V", ToolName: "Read"}); r.Decision == pb.Decision_DECISION_DENY {
+		t.Fatalf("after EndSession: %s %v", r.Decision, r.Reasons)
 	}
 }

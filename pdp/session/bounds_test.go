@@ -76,3 +76,25 @@ func TestRememberedApprovalsChargedToTheSession(t *testing.T) {
 		t.Fatalf("bytes %d after a reload's approval, want %d", s.bytes, want)
 	}
 }
+
+// Sessions released at the bound are remembered, in a bounded ring, as
+// lost: they come back lost; the ring never holds more than 4×max keys.
+func TestEvictedSessionsComeBackLost(t *testing.T) {
+	s := NewSessions[int](2, time.Hour)
+	now := time.Now()
+	for i := range 20 {
+		s.Pin("", "a", fmt.Sprint(i), nil, now)
+	}
+	if n := len(s.buried); n != 8 {
+		t.Fatalf("%d keys buried, want the ring's 8", n)
+	}
+	if _, lost := s.Pin("", "a", "17", nil, now); !lost {
+		t.Error("a recently released session came back afresh")
+	}
+	if _, lost := s.Pin("", "a", "0", nil, now); lost {
+		t.Error("a key the ring forgot is still lost")
+	}
+	if _, lost := s.Pin("", "a", "new", nil, now); lost {
+		t.Error("a new session is lost")
+	}
+}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"container/list"
+	"crypto/sha256"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ type session[A any] struct {
 	denials  int   // consecutive failures: denials and reported errors
 	reported bool  // the agent has reported a result: then only a reported success resets denials
 	bytes    int64 // what the session holds, as charged (see charge)
+	lost     bool  // a session of this key was released at a bound: its pin and counts are gone
 	lastUsed time.Time
 	elem     *list.Element
 
@@ -62,12 +64,21 @@ type Sessions[A any] struct {
 	bytes    int64
 	idle     time.Duration
 	evicted  prometheus.Counter // sessions released at a bound
+
+	// buried are the keys of sessions released at a bound (not by idle
+	// timeout or EndSession), as hashes in a ring of 4×max: such a session
+	// coming back must not start afresh — a flood of new sessions would
+	// otherwise shed a halt or a stricter pinned definition.
+	buried   map[[16]byte]struct{}
+	ring     [][16]byte
+	ringNext int
 }
 
 // NewSessions returns a store of at most max sessions, each released after
 // idle without use, holding at most DefaultMaxSessionBytes (see SetMaxBytes).
 func NewSessions[A any](max int, idle time.Duration) *Sessions[A] {
 	return &Sessions[A]{byKey: map[sessionKey]*session[A]{}, lru: list.New(), max: max, maxBytes: DefaultMaxSessionBytes, idle: idle,
+		buried: map[[16]byte]struct{}{}, ring: make([][16]byte, 0, 4*max),
 		evicted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolpdp_sessions_evicted_total",
 			Help: "Sessions released because --max-sessions or --max-session-bytes was reached (the longest idle first).",
@@ -103,10 +114,34 @@ func (s *Sessions[A]) charge(ss *session[A], delta int64) bool {
 		if oldest == ss {
 			oldest = s.lru.Back().Prev().Value.(*session[A]) // ss alone fits, so another is there
 		}
-		s.remove(oldest)
-		s.evicted.Inc()
+		s.bury(oldest)
 	}
 	return true
+}
+
+// bury releases a session at a bound and remembers that it was.
+func (s *Sessions[A]) bury(ss *session[A]) {
+	s.remove(ss)
+	s.evicted.Inc()
+	h := keyHash(ss.key)
+	if _, ok := s.buried[h]; ok {
+		return
+	}
+	if len(s.ring) < cap(s.ring) {
+		s.ring = append(s.ring, h)
+	} else if len(s.ring) > 0 {
+		delete(s.buried, s.ring[s.ringNext])
+		s.ring[s.ringNext] = h
+		s.ringNext = (s.ringNext + 1) % len(s.ring)
+	}
+	s.buried[h] = struct{}{}
+}
+
+func keyHash(k sessionKey) [16]byte {
+	sum := sha256.Sum256([]byte(k.workspace + "\x00" + k.agent + "\x00" + k.session))
+	var h [16]byte
+	copy(h[:], sum[:16])
+	return h
 }
 
 // Collectors are the store's metrics, for a registry.
@@ -122,9 +157,11 @@ func (s *Sessions[A]) Collectors() []prometheus.Collector {
 
 // Pin returns the agent definition the session started with, pinning
 // current when the session has none yet. An empty session id has no state.
-func (s *Sessions[A]) Pin(workspace, agentID, sessionID string, current *A, now time.Time) *A {
+// lost reports a session whose state was released at the store's bound:
+// its calls are to be denied, not started afresh.
+func (s *Sessions[A]) Pin(workspace, agentID, sessionID string, current *A, now time.Time) (pinned *A, lost bool) {
 	if sessionID == "" {
-		return current
+		return current, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -132,7 +169,7 @@ func (s *Sessions[A]) Pin(workspace, agentID, sessionID string, current *A, now 
 	if ss.agent == nil {
 		ss.agent = current
 	}
-	return ss.agent
+	return ss.agent, ss.lost
 }
 
 // Record counts one decision of the session (by Decide or a person's
@@ -232,7 +269,9 @@ func (s *Sessions[A]) Remembered(workspace, agentID, sessionID string, key Remem
 func (s *Sessions[A]) End(workspace, agentID, sessionID string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss, ok := s.byKey[sessionKey{workspace, agentID, sessionID}]
+	k := sessionKey{workspace, agentID, sessionID}
+	delete(s.buried, keyHash(k)) // ended on purpose: the id may start afresh
+	ss, ok := s.byKey[k]
 	if ok {
 		s.remove(ss)
 	}
@@ -272,10 +311,10 @@ func (s *Sessions[A]) touch(k sessionKey, now time.Time) *session[A] {
 		return ss
 	}
 	for len(s.byKey) >= s.max && s.lru.Len() > 0 {
-		s.remove(s.lru.Back().Value.(*session[A]))
-		s.evicted.Inc()
+		s.bury(s.lru.Back().Value.(*session[A]))
 	}
-	ss = &session[A]{key: k, lastUsed: now}
+	_, lost := s.buried[keyHash(k)]
+	ss = &session[A]{key: k, lastUsed: now, lost: lost}
 	ss.elem = s.lru.PushFront(ss)
 	s.byKey[k] = ss
 	// Ids are bounded (the gRPC edge refuses longer ones), so a new session
