@@ -848,15 +848,10 @@ func (a *analyzer) arithm(src string, at syntax.Node, x syntax.ArithmExpr) {
 		return
 	}
 	syntax.Walk(x, func(n syntax.Node) bool {
-		switch n := n.(type) {
-		case *syntax.CmdSubst:
-			a.unseen("arithmetic on the output of a command", source(src, at))
+		if !a.expansionInArithm(src, at, n) {
 			return false
-		case *syntax.ParamExp:
-			if n.Param != nil && a.dirty(n.Param.Value) {
-				a.unseen("arithmetic on $"+n.Param.Value+", a value from elsewhere that bash evaluates as code", source(src, at))
-				return false
-			}
+		}
+		switch n := n.(type) {
 		case *syntax.Lit:
 			for _, name := range identifiers(n.Value) {
 				if a.dirty(name) {
@@ -949,19 +944,24 @@ func (a *analyzer) arithmWord(src string, at syntax.Node, w *syntax.Word) {
 		a.evaluated(leafCtx{src: source(src, at)}, "arithmetic", v)
 		return
 	}
-	syntax.Walk(w, func(n syntax.Node) bool {
-		switch n := n.(type) {
-		case *syntax.CmdSubst:
-			a.unseen("arithmetic on the output of a command", source(src, at))
+	syntax.Walk(w, func(n syntax.Node) bool { return a.expansionInArithm(src, at, n) })
+}
+
+// expansionInArithm records an expansion whose text arithmetic evaluates:
+// a command's output, or a variable's value from elsewhere. It reports
+// whether to look further inside n.
+func (a *analyzer) expansionInArithm(src string, at, n syntax.Node) bool {
+	switch n := n.(type) {
+	case *syntax.CmdSubst:
+		a.unseen("arithmetic on the output of a command", source(src, at))
+		return false
+	case *syntax.ParamExp:
+		if n.Param != nil && a.dirty(n.Param.Value) {
+			a.unseen("arithmetic on $"+n.Param.Value+", a value from elsewhere that bash evaluates as code", source(src, at))
 			return false
-		case *syntax.ParamExp:
-			if n.Param != nil && a.dirty(n.Param.Value) {
-				a.unseen("arithmetic on $"+n.Param.Value+", a value from elsewhere that bash evaluates as code", source(src, at))
-				return false
-			}
 		}
-		return true
-	})
+	}
+	return true
 }
 
 // declClause checks declare/local/export/readonly/typeset as bash parses
