@@ -140,6 +140,20 @@ func scopeValue(ctx context.Context, p *ExecutionPolicy) ast.Value {
 	return o
 }
 
+// stringArg is one argument of a call: absent, present but not a string,
+// or its text.
+func stringArg(args *structpb.Struct, name string) (raw string, present, isString bool) {
+	v, ok := args.GetFields()[name]
+	if !ok {
+		return "", false, false
+	}
+	s, ok := v.GetKind().(*structpb.Value_StringValue)
+	if !ok {
+		return "", true, false
+	}
+	return s.StringValue, true, true
+}
+
 // pathsValue resolves each path argument of a file tool (a call naming no
 // path works on the cwd) and the search globs that reach beyond it. Every
 // search glob is listed in globs too, for the protected names.
@@ -151,20 +165,18 @@ func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, args *stru
 	var out, gs []*ast.Term
 	base := "" // the tool's own path argument: a relative glob is under it
 	for _, name := range ft.Args {
-		v, ok := args.GetFields()[name]
-		if !ok {
+		raw, present, isString := stringArg(args, name)
+		switch {
+		case !present:
 			continue
-		}
-		s, isString := v.GetKind().(*structpb.Value_StringValue)
-		if !isString {
+		case !isString:
 			out = append(out, pathTerm(name, ft.Access, "", "", errNotString))
 			continue
+		case name == "path":
+			base = raw
 		}
-		if name == "path" {
-			base = s.StringValue
-		}
-		resolved, err := envguard.ResolveContext(ctx, cwd, s.StringValue)
-		out = append(out, pathTerm(name, ft.Access, s.StringValue, resolved, err))
+		resolved, err := envguard.ResolveContext(ctx, cwd, raw)
+		out = append(out, pathTerm(name, ft.Access, raw, resolved, err))
 	}
 	if len(out) == 0 {
 		resolved, err := envguard.ResolveContext(ctx, cwd, cwd)
@@ -174,22 +186,21 @@ func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, args *stru
 		out = append(out, pathTerm("", ft.Access, ".", resolved, err))
 	}
 	for _, name := range ft.Globs {
-		v, ok := args.GetFields()[name]
-		if !ok {
+		raw, present, isString := stringArg(args, name)
+		if !present {
 			continue
 		}
-		s, isString := v.GetKind().(*structpb.Value_StringValue)
 		if !isString {
 			out = append(out, pathTerm(name, ft.Access, "", "", errNotString))
 			continue
 		}
-		gs = append(gs, ast.ObjectTerm(item("arg", ast.String(name)), item("raw", ast.String(s.StringValue))))
-		if dir, reaches, err := globDir(s.StringValue, base); reaches {
+		gs = append(gs, ast.ObjectTerm(item("arg", ast.String(name)), item("raw", ast.String(raw))))
+		if dir, reaches, err := globDir(raw, base); reaches {
 			resolved := ""
 			if err == nil {
-				resolved, err = envguard.Resolve(cwd, dir)
+				resolved, err = envguard.ResolveContext(ctx, cwd, dir)
 			}
-			out = append(out, pathTerm(name, ft.Access, s.StringValue, resolved, err))
+			out = append(out, pathTerm(name, ft.Access, raw, resolved, err))
 		}
 	}
 	return ast.NewArray(out...), ast.NewArray(gs...)
