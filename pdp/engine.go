@@ -36,6 +36,7 @@ const (
 type Config struct {
 	Bundles []string                   // the --bundle arguments; none: the embedded default agent
 	Verify  *bundle.VerificationConfig // nil: signatures are not checked
+	Remote  bundles.Credentials        // how to authenticate to bundle servers
 
 	Logger      *slog.Logger
 	Registerer  prometheus.Registerer // nil: metrics are not registered
@@ -112,7 +113,7 @@ func New(c Config) (*Engine, error) {
 		c.MaxPending = DefaultMaxPending
 	}
 	e := &Engine{
-		sources:  &bundles.Sources{Paths: c.Bundles, Verify: c.Verify},
+		sources:  &bundles.Sources{Paths: c.Bundles, Verify: c.Verify, Remote: c.Remote},
 		sessions: session.NewSessions[policy.Agent](c.MaxSessions, c.SessionIdle),
 		pending:  session.NewPending(c.MaxPending, c.PendingTTL),
 		dlog:     c.DecisionLog,
