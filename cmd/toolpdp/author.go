@@ -1,12 +1,12 @@
 package main
 
 import (
-	"regexp"
-	"sort"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
+	"sort"
 	"strings"
 	"time"
 

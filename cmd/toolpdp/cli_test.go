@@ -104,7 +104,7 @@ func TestCheckStrict(t *testing.T) {
 // bundle's own files.
 func TestTestVerboseRunCoverage(t *testing.T) {
 	dir := bundleDir(t, map[string]string{
-		"agents/coder/data.json": `{}`,
+		"agents/coder/data.json":      `{}`,
 		"guardrails/extra/extra.rego": "package guardrails.extra\n\nimport rego.v1\n\ndeny contains \"no\" if input.tool_name == \"Nope\"\n",
 		"guardrails/extra/extra_test.rego": "package guardrails.extra_test\n\nimport rego.v1\n\n" +
 			"test_nope if data.guardrails.extra.deny with input as {\"tool_name\": \"Nope\"}\n\n" +
