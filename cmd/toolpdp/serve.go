@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -78,6 +79,12 @@ type serveConfig struct {
 }
 
 func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
+	c, fs := serveFlagSet(stderr)
+	return c, func(args []string) error { return parseEnv(fs, args) }
+}
+
+// serveFlagSet defines serve's flags, bound to a fresh config.
+func serveFlagSet(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	c := &serveConfig{}
 	fs := newFlagSet("serve", stderr)
 	fs.Var(&c.bundles, "bundle", "a bundle: a directory, an opa build .tar.gz, or the http(s):// URL of a bundle server, polled with ETags (repeatable; env: comma-separated); none: the embedded default agent")
@@ -126,7 +133,7 @@ func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
 Every flag can also be set by the environment variable TOOLPDP_<FLAG>
 (--metrics-listen: TOOLPDP_METRICS_LISTEN); the flag wins. A repeatable
 flag takes a comma-separated list there.`)
-	return c, func(args []string) error { return parseEnv(fs, args) }
+	return c, fs
 }
 
 func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) error {
