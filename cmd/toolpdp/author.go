@@ -45,7 +45,7 @@ func check(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		fmt.Fprintln(stdout, label, w)
 	}
 	if *strict && len(snap.Warnings) > 0 {
-		return fmt.Errorf("%d warnings, errors under --strict", len(snap.Warnings))
+		return fmt.Errorf("--strict: the %d warning(s) above are errors", len(snap.Warnings))
 	}
 	fmt.Fprintf(stdout, "ok: %s (revision %q)\n", strings.Join(fs.Args(), ", "), snap.Revision)
 	return nil
