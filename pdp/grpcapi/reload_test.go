@@ -427,9 +427,15 @@ func signedBundle(t *testing.T, privPEM, rev string) string {
 // is NOT_SERVING; when the bundle appears, it serves.
 func TestWaitForBundle(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "later")
-	ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true, noLoad: true})
+	var logs syncBuffer
+	ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true, noLoad: true, logTo: &logs})
 	if resp := ts.decide(t, &pb.DecideRequest{ToolName: "Read"}); resp.Decision != pb.Decision_DECISION_DENY {
 		t.Fatalf("before the bundle: %s", resp.Decision)
+	}
+	// serve --wait-for-bundle: the failed first load says no policy serves.
+	_ = ts.engine.Reload(context.Background(), true)
+	if l := logs.String(); strings.Contains(l, "last good policy") || !strings.Contains(l, "no policy is loaded") {
+		t.Errorf("the log of a failed first load:\n%s", l)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
 		t.Fatal(err)
