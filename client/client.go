@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -66,11 +67,21 @@ func (c *Client) Check(ctx context.Context, req *pb.DecideRequest) *pb.DecideRes
 	resp, err := c.Decide(ctx, req)
 	switch {
 	case err != nil:
-		return deny(fmt.Sprintf("the policy sidecar could not be asked (%v), so %s is denied", err, req.GetToolName()))
+		st := status.Convert(err)
+		return deny(fmt.Sprintf("the policy sidecar could not be asked (%s: %s), so %s is denied", st.Code(), st.Message(), toolOf(req)))
 	case resp.GetDecision() == pb.Decision_DECISION_UNSPECIFIED:
-		return deny(fmt.Sprintf("the policy sidecar gave no decision, so %s is denied", req.GetToolName()))
+		return deny(fmt.Sprintf("the policy sidecar gave no decision, so %s is denied", toolOf(req)))
 	}
 	return resp
+}
+
+// toolOf names the call's tool for a message, even when the request has
+// none (a request without tool_name is what the sidecar refuses).
+func toolOf(req *pb.DecideRequest) string {
+	if req.GetToolName() == "" {
+		return "the tool call (it names no tool)"
+	}
+	return fmt.Sprintf("the tool %q", req.GetToolName())
 }
 
 // Confirm records a person's answer to an ask.

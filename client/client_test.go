@@ -92,13 +92,14 @@ func TestCheckFailsClosed(t *testing.T) {
 	defer c.Close()
 	c.WithTimeout(300 * time.Millisecond)
 	resp := c.Check(context.Background(), &pb.DecideRequest{ToolName: "Read"})
-	if resp.Decision != pb.Decision_DECISION_DENY || !strings.Contains(resp.Message, "could not be asked") {
+	if resp.Decision != pb.Decision_DECISION_DENY || !strings.Contains(resp.Message, "could not be asked") || !strings.Contains(resp.Message, `so the tool "Read" is denied`) {
 		t.Fatalf("unreachable sidecar: %s %q", resp.Decision, resp.Message)
 	}
 	// An invalid request is a deny too.
 	c2, _ := client.Dial(serve(t))
 	defer c2.Close()
-	if resp := c2.Check(context.Background(), &pb.DecideRequest{}); resp.Decision != pb.Decision_DECISION_DENY || !strings.Contains(resp.Message, "tool_name") {
+	if resp := c2.Check(context.Background(), &pb.DecideRequest{}); resp.Decision != pb.Decision_DECISION_DENY || !strings.Contains(resp.Message, "tool_name") ||
+		!strings.Contains(resp.Message, "so the tool call (it names no tool) is denied") || strings.Contains(resp.Message, "rpc error") {
 		t.Fatalf("invalid request: %s %q", resp.Decision, resp.Message)
 	}
 }

@@ -36,6 +36,7 @@ const (
 type Config struct {
 	Bundles []string                   // the --bundle arguments; none: the embedded default agent
 	Verify  *bundle.VerificationConfig // nil: signatures are not checked
+	Remote  bundles.Credentials        // how to authenticate to bundle servers
 
 	Logger      *slog.Logger
 	Registerer  prometheus.Registerer // nil: metrics are not registered
@@ -69,7 +70,7 @@ type Engine struct {
 	log      *slog.Logger
 	cfg      Config
 	gens     atomic.Uint64 // snapshot generations: remembered approvals end with theirs
-	reloads  *prometheus.CounterVec
+	metrics  *metrics
 
 	mu       sync.Mutex // serialises loads; guards the fields below
 	lastErr  error
@@ -112,21 +113,18 @@ func New(c Config) (*Engine, error) {
 		c.MaxPending = DefaultMaxPending
 	}
 	e := &Engine{
-		sources:  &bundles.Sources{Paths: c.Bundles, Verify: c.Verify},
+		sources:  &bundles.Sources{Paths: c.Bundles, Verify: c.Verify, Remote: c.Remote},
 		sessions: session.NewSessions[policy.Agent](c.MaxSessions, c.SessionIdle),
 		pending:  session.NewPending(c.MaxPending, c.PendingTTL),
 		dlog:     c.DecisionLog,
 		log:      c.Logger,
 		cfg:      c,
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "toolpdp_bundle_reloads_total",
-			Help: "Bundle loads by result: ok, rejected (the last good policy kept serving) or unchanged.",
-		}, []string{"result"}),
+		metrics:  newMetrics(),
 	}
 	e.sessions.SetMaxBytes(c.MaxSessionBytes)
 	e.pending.SetMaxBytes(c.MaxPendingBytes)
 	if c.Registerer != nil {
-		cs := append([]prometheus.Collector{e.reloads}, e.sessions.Collectors()...)
+		cs := append(e.metrics.collectors(), e.sessions.Collectors()...)
 		for _, m := range append(cs, e.pending.Collectors()...) {
 			if err := c.Registerer.Register(m); err != nil {
 				return nil, err
@@ -199,6 +197,7 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *
 	if a == nil {
 		resp := policy.Deny(&pb.DecideResponse{DecisionId: NewDecisionID()}, "policy", "no_policy", "no policy is loaded yet: every tool call is denied until a bundle loads")
 		e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, AgentID: req.GetAgentId()})
+		e.metrics.decided(resp, 0)
 		return resp
 	}
 	agentID := policy.AgentID(req.GetAgentId())
@@ -214,7 +213,8 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *
 	} else {
 		resp = e.evaluate(ctx, a.snap, agentID, agent, current, req)
 	}
-	evalNs := time.Since(evalStart).Nanoseconds()
+	took := time.Since(evalStart)
+	evalNs := took.Nanoseconds()
 	resp.DecisionId = NewDecisionID()
 	max := agent.Denials()
 	call := &session.Call{Workspace: ws, DecisionID: resp.DecisionId, CallID: req.GetCallId(), AgentID: agentID, SessionID: req.GetSessionId(),
@@ -223,11 +223,11 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *
 		e.rememberedApproval(call, req, resp, now)
 	}
 	if resp.Halt = e.sessions.Record(ws, agentID, req.GetSessionId(), policy.EffectName(resp.Decision), max, now); resp.Halt {
-		resp.Reasons = append(resp.Reasons, &pb.Reason{
-			Axis: "session", Rule: "max_consecutive_denials", Effect: pb.Decision_DECISION_DENY,
-			Message: fmt.Sprintf("%d consecutive failures (denials and reported errors) in this session: stop and ask the user how to proceed", max),
-		})
+		halt := fmt.Sprintf("%d consecutive failures (denials and reported errors) in this session: stop and ask the user how to proceed", max)
+		resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: "session", Rule: "max_consecutive_denials", Effect: pb.Decision_DECISION_DENY, Message: halt})
+		resp.Message = policy.JoinMessages(resp.Message, halt) // the model reads the top-level message, not the reasons
 	}
+	e.metrics.decided(resp, took)
 	call.Decision, call.Message = resp.Decision, resp.Message
 	e.pending.Add(call)
 	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, Bundles: a.bundles, EvalNs: evalNs, AgentID: agentID, Policy: a.logPolicy})

@@ -2,7 +2,9 @@ package pdp
 
 import (
 	"context"
+	"errors"
 
+	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 )
@@ -24,8 +26,17 @@ func (e *Engine) Reload(ctx context.Context, force bool) error {
 	}
 	if err != nil {
 		e.lastErr = err
-		e.reloads.WithLabelValues("rejected").Inc()
-		e.log.Error("bundle rejected; the last good policy keeps serving", "bundles", e.sources.Paths, "error", err.Error())
+		switch {
+		case errors.Is(err, bundles.ErrNotDownloaded):
+			// Start-up, not a rejection: nothing to alert on.
+			e.log.Info("waiting for the bundle server's first download; every decision is denied until a bundle loads", "bundles", e.sources.Paths)
+		case e.current.Load() == nil:
+			e.metrics.reloads.WithLabelValues("rejected").Inc()
+			e.log.Error("bundle rejected; no policy is loaded, so every decision is denied until a bundle loads", "bundles", e.sources.Paths, "error", err.Error())
+		default:
+			e.metrics.reloads.WithLabelValues("rejected").Inc()
+			e.log.Error("bundle rejected; the last good policy keeps serving", "bundles", e.sources.Paths, "error", err.Error())
+		}
 		return err
 	}
 	for _, w := range snap.Warnings {
@@ -33,7 +44,7 @@ func (e *Engine) Reload(ctx context.Context, force bool) error {
 	}
 	e.swap(snap)
 	e.lastErr, e.lastHash = nil, hash
-	e.reloads.WithLabelValues("ok").Inc()
+	e.metrics.loaded(snap, e.cfg.Now())
 	e.log.Info("policy loaded", "revision", snap.Revision, "bundles", e.sources.Paths)
 	for _, f := range e.onSwap {
 		f(snap)

@@ -63,7 +63,10 @@ func TestFlood(t *testing.T) {
 		t.Skip("floods a server process")
 	}
 	limit := manifestMemoryLimit(t)
-	for k, v := range manifestEnv(t) { // the sidecar runs with the shipped environment
+	for k, v := range manifestEnv(t) { // the sidecar runs with the shipped runtime environment (GOMEMLIMIT)
+		if strings.HasPrefix(k, "TOOLPDP_") {
+			continue // the manifest's serve flags: this test gives its own
+		}
 		t.Setenv(k, v)
 	}
 	bin, report := os.Getenv("TOOLPDP_FLOOD_BINARY"), true

@@ -29,15 +29,20 @@ SessionEnd) by asking a running toolpdp sidecar. See docs/INTEGRATIONS.md.
 // hook adapts an agent framework's hook protocol to the sidecar. A bad
 // command line exits 2 (errUsage), which Claude Code also reads as "block".
 func hook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, hookUsage)
+		return nil
+	}
 	if len(args) == 0 || args[0] != "claude-code" {
 		fmt.Fprint(stderr, hookUsage)
 		return errUsage
 	}
 	fs := newFlagSet("hook claude-code", stderr)
-	addr := fs.String("addr", DefaultListen, "the sidecar: host:port or unix:///path")
-	agent := fs.String("agent-id", "", `the agent definition to decide under ("" means "default")`)
+	addr := fs.String("addr", DefaultListen, "the sidecar: host:port or unix:///path (env TOOLPDP_ADDR)")
+	agent := fs.String("agent-id", "", "the agent definition to decide under; empty means default (env TOOLPDP_AGENT_ID)")
 	timeout := fs.Duration("timeout", claudecode.DefaultTimeout, "bound on each call to the sidecar; past it a tool call is denied (keep it well under the hook's timeout in Claude Code's settings)")
-	if err := parse(fs, args[1:]); err != nil {
+	withSynopsis(fs, "toolpdp hook claude-code [--addr ADDR] [--agent-id ID] [--timeout D] < event.json")
+	if err := parseEnv(fs, args[1:]); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

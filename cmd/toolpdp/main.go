@@ -8,8 +8,10 @@
 //	toolpdp pending [--addr ADDR]                          list the asks waiting for a person
 //	toolpdp replay --bundle PATH... LOG...                 diff a candidate bundle against logged decisions
 //	toolpdp hook claude-code [--addr ADDR]                 answer one Claude Code hook event from stdin
+//	toolpdp version                                        toolpdp's, Go's and OPA's versions
 //
-// Exit codes: 0 success; 1 the bundle, test or request failed; 2 bad usage.
+// --help, -h and help print the usage and exit 0. Exit codes: 0 success;
+// 1 the bundle, test or request failed; 2 bad usage.
 package main
 
 import (
@@ -25,15 +27,19 @@ import (
 )
 
 const usage = `usage:
-  toolpdp serve  [--bundle PATH]... [--listen ADDR]... [flags]   run the gRPC sidecar
-  toolpdp check  PATH...                                          validate bundles (Rego and agent definitions)
-  toolpdp test   [--coverage] PATH...                             run the bundles' _test.rego files
+  toolpdp serve  [--bundle PATH|URL]... [--listen ADDR]... [flags]   run the gRPC sidecar (flags also from TOOLPDP_<FLAG>)
+  toolpdp check  [--strict] PATH...                               validate bundles (Rego and agent definitions)
+  toolpdp test   [-v] [--run REGEX] [--coverage] PATH...          run the bundles' _test.rego and *.decisions.json/.yaml files
   toolpdp decide [--bundle PATH]...                               decide one DecideRequest (JSON on stdin)
   toolpdp status [--addr ADDR]                                    a running server's policy revision and last reload error
   toolpdp pending [--addr ADDR]                                   the asks waiting for a person
   toolpdp replay --bundle PATH... LOG...                          which logged decisions a candidate bundle would change
   toolpdp hook claude-code [--addr ADDR] [--agent-id ID]          answer one Claude Code hook event (JSON on stdin)
-Run 'toolpdp COMMAND -h' for a command's flags.
+  toolpdp version                                                 toolpdp's, Go's and OPA's versions
+  toolpdp help [COMMAND]                                          this text, or a command's flags
+A PATH is a bundle directory or an opa build .tar.gz; serve also takes the
+http(s):// URL of a bundle server (OPA's bundle protocol, with credentials).
+Run 'toolpdp COMMAND --help' for a command's flags.
 `
 
 // errUsage marks a usage error: exit code 2.
@@ -48,7 +54,8 @@ func main() {
 	case err == nil:
 	case errors.As(err, &code): // the command has printed what it had to
 		os.Exit(int(code))
-	case errors.Is(err, flag.ErrHelp) || err == errUsage: // the usage is printed already
+	case errors.Is(err, flag.ErrHelp): // help was asked for and printed
+	case err == errUsage: // the usage is printed already
 		os.Exit(2)
 	case errors.Is(err, errUsage):
 		fmt.Fprintln(os.Stderr, "toolpdp:", err)
@@ -66,7 +73,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmds := map[string]func(context.Context, []string, io.Reader, io.Writer, io.Writer) error{
 		"serve": serve, "check": check, "test": test, "decide": decide, "status": status, "pending": pending, "replay": replay,
-		"hook": hook,
+		"hook": hook, "version": version,
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			if cmd, ok := cmds[args[1]]; ok {
+				return cmd(ctx, append(args[2:], "--help"), stdin, stdout, stdout)
+			}
+		}
+		fmt.Fprint(stdout, usage)
+		return nil
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -86,6 +103,63 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("toolpdp "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	return fs
+}
+
+// withSynopsis makes fs's usage start with a synopsis line (and what
+// follows it) before the flags.
+func withSynopsis(fs *flag.FlagSet, synopsis string) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s\n\nflags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+}
+
+// fromEnv sets every flag of fs not given on the command line from the
+// environment variable TOOLPDP_<FLAG> (--metrics-listen:
+// TOOLPDP_METRICS_LISTEN) when it is set: the flag wins. A repeatable flag
+// takes a comma-separated list. Call it after parsing.
+func fromEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := EnvName(f.Name)
+		v := getenv(name)
+		if given[f.Name] || v == "" || err != nil {
+			return
+		}
+		values := []string{v}
+		if _, repeatable := f.Value.(*listFlag); repeatable {
+			values = strings.Split(v, ",")
+		}
+		for _, one := range values {
+			if e := fs.Set(f.Name, strings.TrimSpace(one)); e != nil {
+				err = fmt.Errorf("%w: %s=%q: %v", errUsage, name, v, e)
+				return
+			}
+		}
+	})
+	return err
+}
+
+// EnvName is the environment variable of a flag: TOOLPDP_ and its name in
+// upper case, "-" as "_".
+func EnvName(flagName string) string {
+	return "TOOLPDP_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// isHelp reports whether an argument asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
+
+// parseEnv parses flags, then takes each flag not given from its
+// TOOLPDP_<FLAG> variable.
+func parseEnv(fs *flag.FlagSet, args []string) error {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return fromEnv(fs, os.Getenv)
 }
 
 // parse parses flags; a bad flag is a usage error.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"flag"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -22,8 +24,15 @@ type k8sObject struct {
 	Data map[string]string `yaml:"data"`
 	Spec struct {
 		PolicyTypes []string `yaml:"policyTypes"`
-		Ingress     []any    `yaml:"ingress"`
-		Template    struct {
+		Ingress     []struct {
+			Ports []struct {
+				Port any `yaml:"port"`
+			} `yaml:"ports"`
+		} `yaml:"ingress"`
+		Template struct {
+			Metadata struct {
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"metadata"`
 			Spec podSpec `yaml:"spec"`
 		} `yaml:"template"`
 	} `yaml:"spec"`
@@ -58,6 +67,7 @@ type probe struct {
 
 type container struct {
 	Name          string   `yaml:"name"`
+	Image         string   `yaml:"image"`
 	Args          []string `yaml:"args"`
 	RestartPolicy string   `yaml:"restartPolicy"`
 	Env           []struct {
@@ -135,13 +145,32 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	}
 
-	// The sidecar's args are valid flags of this very binary.
+	// The sidecar's args and TOOLPDP_* variables are valid flags of this
+	// very binary, read as serve reads them; no variable names a flag that
+	// does not exist.
+	for _, e := range sidecar.Env {
+		t.Setenv(e.Name, e.Value)
+	}
 	cfg, parseArgs := serveFlags(io.Discard)
 	if len(sidecar.Args) == 0 || sidecar.Args[0] != "serve" {
 		t.Fatalf("sidecar args %v do not start with serve", sidecar.Args)
 	}
 	if err := parseArgs(sidecar.Args[1:]); err != nil {
-		t.Fatalf("sidecar args: %v", err)
+		t.Fatalf("sidecar args and env: %v", err)
+	}
+	known := map[string]bool{}
+	serveFlagSetOf().VisitAll(func(f *flag.Flag) { known[EnvName(f.Name)] = true })
+	for _, e := range sidecar.Env {
+		if strings.HasPrefix(e.Name, "TOOLPDP_") && !known[e.Name] {
+			t.Errorf("sidecar env %s names no serve flag", e.Name)
+		}
+	}
+
+	// Images are pinned: a sidecar changes with a deliberate bump.
+	for _, c := range append(pod.InitContainers, pod.Containers...) {
+		if i := strings.LastIndex(c.Image, ":"); i < 0 || strings.Contains(c.Image[i:], "/") || c.Image[i+1:] == "latest" {
+			t.Errorf("container %s: image %q is not pinned to a tag", c.Name, c.Image)
+		}
 	}
 
 	// Socket: the --listen path lies in the shared volume, mounted in both
@@ -240,7 +269,43 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Error("sidecar: want cpu and memory requests and a memory limit")
 	}
 	np := objects["NetworkPolicy"]
-	if len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != "Ingress" || len(np.Spec.Ingress) != 0 {
-		t.Error("NetworkPolicy: want Ingress denied (policyTypes [Ingress], no rules)")
+	// Ingress is denied but for the metrics port, and only when scraped.
+	if len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != "Ingress" {
+		t.Error("NetworkPolicy: want policyTypes [Ingress]")
 	}
+	var open []string
+	for _, rule := range np.Spec.Ingress {
+		if len(rule.Ports) == 0 {
+			t.Error("NetworkPolicy: an ingress rule without ports opens every port")
+		}
+		for _, p := range rule.Ports {
+			open = append(open, fmt.Sprint(p.Port))
+		}
+	}
+	_, metricsPort, _ := net.SplitHostPort(cfg.metricsListen)
+	annotations := objects["Deployment"].Spec.Template.Metadata.Annotations
+	want := []string{}
+	if annotations["prometheus.io/scrape"] == "true" {
+		if annotations["prometheus.io/port"] != metricsPort {
+			t.Errorf("scrape port %q, --metrics-listen %q", annotations["prometheus.io/port"], cfg.metricsListen)
+		}
+		want = []string{metricsPort}
+	}
+	if strings.Join(open, ",") != strings.Join(want, ",") {
+		t.Errorf("NetworkPolicy opens ports %v, want %v (the scraped metrics port, or none)", open, want)
+	}
+	approverAddr := ""
+	for _, e := range approver.Env {
+		if e.Name == "TOOLPDP_ADDR" {
+			approverAddr = e.Value
+		}
+	}
+	if approverAddr != cfg.confirmListens[0] {
+		t.Errorf("approver TOOLPDP_ADDR %q, sidecar --confirm-listen %q", approverAddr, cfg.confirmListens[0])
+	}
+}
+
+func serveFlagSetOf() *flag.FlagSet {
+	_, fs := serveFlagSet(io.Discard)
+	return fs
 }

@@ -31,6 +31,7 @@ func replay(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	fs.Var(&paths, "bundle", "the candidate bundle (repeatable)")
 	examples := fs.Int("examples", 5, "changed decisions shown per kind of change")
 	failOnChange := fs.Bool("fail-on-change", false, "exit 1 when any decision would change")
+	withSynopsis(fs, "toolpdp replay --bundle PATH... [--fail-on-change] LOG...")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

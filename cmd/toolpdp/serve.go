@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,9 +24,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi"
 	"github.com/toolpdp/toolpdp/pdp/session"
@@ -72,12 +75,24 @@ type serveConfig struct {
 	verifyKey        string
 	verifyKeyID      string
 	verifyAlg        string
+	remote           bundles.Credentials
 }
 
 func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
+	c, fs := serveFlagSet(stderr)
+	return c, func(args []string) error { return parseEnv(fs, args) }
+}
+
+// serveFlagSet defines serve's flags, bound to a fresh config.
+func serveFlagSet(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	c := &serveConfig{}
 	fs := newFlagSet("serve", stderr)
-	fs.Var(&c.bundles, "bundle", "bundle directory or `opa build` .tar.gz (repeatable); none: the embedded default agent")
+	fs.Var(&c.bundles, "bundle", "a bundle: a directory, an opa build .tar.gz, or the http(s):// URL of a bundle server, polled with ETags (repeatable; env: comma-separated); none: the embedded default agent")
+	fs.StringVar(&c.remote.TokenFile, "bundle-token-file", "", "file holding a bearer token for http(s) bundle servers, re-read at each request (OPA's credentials.bearer.token_path)")
+	fs.StringVar(&c.remote.TokenScheme, "bundle-token-scheme", "Bearer", "the Authorization scheme of --bundle-token-file")
+	fs.StringVar(&c.remote.ClientCert, "bundle-client-cert", "", "PEM client certificate for http(s) bundle servers, with --bundle-client-key (OPA's credentials.client_tls)")
+	fs.StringVar(&c.remote.ClientKey, "bundle-client-key", "", "PEM private key of --bundle-client-cert")
+	fs.StringVar(&c.remote.CACert, "bundle-ca-cert", "", "PEM CA bundle trusted for http(s) bundle servers' certificates (OPA's tls.ca_cert)")
 	fs.Var(&c.listens, "listen", "gRPC address, host:port or unix:///path (repeatable; default "+DefaultListen+")")
 	fs.Var(&c.confirmListens, "confirm-listen", "the approver's gRPC address, host:port or unix:///path (repeatable): Confirm and ListPending are served only there, and refused elsewhere with PERMISSION_DENIED; give it a socket the agent's tools cannot reach")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "127.0.0.1:8788", "HTTP address for /metrics; empty disables it")
@@ -113,7 +128,12 @@ func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
 	fs.StringVar(&c.verifyKey, "verification-key", "", "PEM public key (or HMAC secret) file: bundles must be signed with it (.signatures.json)")
 	fs.StringVar(&c.verifyKeyID, "verification-key-id", "default", "the key id the bundles' signatures name")
 	fs.StringVar(&c.verifyAlg, "verification-alg", "RS256", "the signing algorithm of --verification-key")
-	return c, func(args []string) error { return parse(fs, args) }
+	withSynopsis(fs, `toolpdp serve [--bundle PATH|URL]... [--listen ADDR]... [flags]
+
+Every flag can also be set by the environment variable TOOLPDP_<FLAG>
+(--metrics-listen: TOOLPDP_METRICS_LISTEN); the flag wins. A repeatable
+flag takes a comma-separated list there.`)
+	return c, fs
 }
 
 func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) error {
@@ -145,7 +165,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	engine, err := pdp.New(pdp.Config{Bundles: c.bundles, Verify: vc, Logger: log, Registerer: reg, EvalTimeout: c.evalTimeout,
+	engine, err := pdp.New(pdp.Config{Bundles: c.bundles, Verify: vc, Remote: c.remote, Logger: log, Registerer: reg, EvalTimeout: c.evalTimeout,
 		MaxSessions: c.maxSessions, SessionIdle: c.sessionIdle, MaxSessionBytes: c.maxSessionBytes,
 		MaxPending: c.maxPending, PendingTTL: c.pendingTTL, MaxPendingBytes: c.maxPendingBytes, RememberTTL: c.rememberTTL,
 		DecisionLog: dlog, Debounce: c.debounce, Poll: c.poll})
@@ -241,6 +261,7 @@ func serveHealth(addr string, s *grpcapi.Server, errs chan<- error, log *slog.Lo
 	}
 	probes := grpc.NewServer()
 	healthpb.RegisterHealthServer(probes, s.Health())
+	reflection.Register(probes) // grpcurl ADDR list works here too
 	log.Info("serving health probes", "listen", l.Addr().String())
 	go func() { errs <- probes.Serve(l) }()
 	return probes, nil

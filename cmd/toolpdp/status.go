@@ -18,8 +18,9 @@ import (
 // It exits 1 when the last reload was rejected or no policy is loaded.
 func status(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", stderr)
-	addr := fs.String("addr", DefaultListen, "the server: host:port or unix:///path")
-	if err := parse(fs, args); err != nil {
+	addr := fs.String("addr", DefaultListen, "the server: host:port or unix:///path (env TOOLPDP_ADDR)")
+	withSynopsis(fs, "toolpdp status [--addr ADDR]")
+	if err := parseEnv(fs, args); err != nil {
 		return err
 	}
 	var st *pb.StatusResponse
@@ -47,9 +48,10 @@ func status(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 // pending lists the asks a running server holds for a person to answer.
 func pending(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("pending", stderr)
-	addr := fs.String("addr", DefaultListen, "the server: host:port or unix:///path")
+	addr := fs.String("addr", DefaultListen, "the server: host:port or unix:///path (env TOOLPDP_ADDR)")
 	agent := fs.String("agent", "", "only this agent's asks")
-	if err := parse(fs, args); err != nil {
+	withSynopsis(fs, "toolpdp pending [--addr ADDR] [--agent ID]")
+	if err := parseEnv(fs, args); err != nil {
 		return err
 	}
 	var asks []*pb.PendingAsk

@@ -7,6 +7,7 @@
 usage: PYTHONPATH=clients/python /usr/bin/python3 example.py TARGET
 """
 import asyncio
+import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -54,6 +55,31 @@ async def main(target):
         halts.append(await gate.report_result(FileNotFoundError("missing.txt")))
     print("  five failed Reads reported: halt %s" % halts)
     checks.append(("the fifth reported error halts the loop", Decision(halts == [False, False, False, False, True]), True))
+    # The agent loop honours halt: it stops at once and asks the user.
+    steps = 0
+    for _ in range(3):
+        steps += 1
+        d = await callback(call("Read", {"file_path": "missing.txt"}))
+        if d.halt or await gate.report_result(FileNotFoundError("missing.txt")):
+            print("  halt: stop and ask the user how to proceed (after %d more steps)" % steps)
+            break
+    checks.append(("the loop stops at the first halt", Decision(steps == 1), True))
+    # A shell tool runs under the answer's execution: the constructed env
+    # (an allowlist drops the secret) and the pinned cwd, never the agent's own.
+    policy = pb.ExecutionPolicy(env=pb.EnvSpec(mode="allowlist", names=["PATH"]), cwd="/")
+    shell = AsyncClient(target, agent_id="default", session_id="py-2")
+    verdict = await shell.check("Bash", {"command": "env; pwd"}, env={"PATH": "/usr/bin:/bin", "AWS_SECRET_ACCESS_KEY": "x"},
+                                execution_policy=policy)
+    confirmed = await shell.confirm(verdict.response.decision_id, allow=True)  # a person said yes
+    await shell.close()
+    ex = verdict.execution
+    checks.append(("Bash under a call-site policy asks", Decision(verdict.response.decision == pb.DECISION_ASK), True))
+    checks.append(("... and its execution keeps only PATH, pinned to /",
+                   Decision(ex is not None and dict(ex.env) == {"PATH": "/usr/bin:/bin"} and ex.env_enforced and ex.cwd == "/"), True))
+    checks.append(("... and a person confirmed it", Decision(confirmed.decision == pb.DECISION_ALLOW), True))
+    proc = subprocess.run(["/bin/sh", "-c", "env; pwd"], env=verdict.env(), cwd=verdict.cwd(), capture_output=True, text=True)
+    checks.append(("... and the command runs with exactly that env and cwd",
+                   Decision("AWS_SECRET_ACCESS_KEY" not in proc.stdout and proc.stdout.rstrip().endswith("\n/")), True))
     await pdp.close()
     down = AsyncClient("unix:///nonexistent/toolpdp.sock", timeout=0.5)
     checks.append(("an unreachable sidecar fails closed", await PermissionGate(down, ask_user)(call("Read")), False))

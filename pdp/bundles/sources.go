@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,7 @@ import (
 type Sources struct {
 	Paths  []string
 	Verify *bundle.VerificationConfig // nil: signatures are not checked
+	Remote Credentials                // how to authenticate to bundle servers
 
 	mu     sync.Mutex
 	remote map[string]*remoteBundle
@@ -40,7 +42,65 @@ type Sources struct {
 type remoteBundle struct {
 	bundle *bundle.Bundle
 	etag   string
+	digest string // of the bundle's content: a server that sends no ETag still sends the same bytes
 	err    error
+}
+
+// ErrNotDownloaded is the error of a bundle server's bundle before its
+// first download: a start-up state, not a rejected bundle.
+var ErrNotDownloaded = errors.New("not downloaded yet")
+
+// Credentials authenticate toolpdp to private bundle servers, as the
+// credentials of an OPA service config do (and through OPA's own REST
+// client): a bearer token read from a file at each request, or a TLS client
+// certificate; CACert trusts a private CA. Empty: none.
+type Credentials struct {
+	TokenFile   string // bearer token, re-read on each request (rotation works)
+	TokenScheme string // "Bearer" when empty
+	ClientCert  string // PEM client certificate (with ClientKey)
+	ClientKey   string
+	CACert      string // PEM CA bundle trusted for the server's certificate
+}
+
+// serviceConfig is the OPA service config (plugins/rest) for the server at
+// base with c's credentials.
+func (c Credentials) serviceConfig(base string) ([]byte, error) {
+	type bearer struct {
+		TokenPath string `json:"token_path"`
+		Scheme    string `json:"scheme,omitempty"`
+	}
+	type clientTLS struct {
+		Cert       string `json:"cert"`
+		PrivateKey string `json:"private_key"`
+	}
+	type creds struct {
+		Bearer    *bearer    `json:"bearer,omitempty"`
+		ClientTLS *clientTLS `json:"client_tls,omitempty"`
+	}
+	type tlsConfig struct {
+		CACert string `json:"ca_cert"`
+	}
+	cfg := struct {
+		URL         string     `json:"url"`
+		Credentials creds      `json:"credentials"`
+		TLS         *tlsConfig `json:"tls,omitempty"`
+	}{URL: base}
+	if (c.ClientCert == "") != (c.ClientKey == "") {
+		return nil, errors.New("a client certificate needs both a certificate and its key")
+	}
+	if c.TokenFile != "" && c.ClientCert != "" {
+		return nil, errors.New("give a bearer token or a client certificate, not both (OPA's service config takes one credential)")
+	}
+	if c.TokenFile != "" {
+		cfg.Credentials.Bearer = &bearer{TokenPath: c.TokenFile, Scheme: c.TokenScheme}
+	}
+	if c.ClientCert != "" {
+		cfg.Credentials.ClientTLS = &clientTLS{Cert: c.ClientCert, PrivateKey: c.ClientKey}
+	}
+	if c.CACert != "" {
+		cfg.TLS = &tlsConfig{CACert: c.CACert}
+	}
+	return json.Marshal(cfg)
 }
 
 // IsRemote reports whether a --bundle argument names a bundle server.
@@ -93,7 +153,7 @@ func (s *Sources) read(p string) (*Bundle, error) {
 	s.mu.Unlock()
 	switch {
 	case r == nil || (r.bundle == nil && r.err == nil):
-		return nil, fmt.Errorf("bundle %s: not downloaded yet", p)
+		return nil, fmt.Errorf("bundle %s: %w", p, ErrNotDownloaded)
 	case r.err != nil && r.bundle == nil:
 		return nil, fmt.Errorf("bundle %s: %w", p, r.err)
 	}
@@ -110,7 +170,7 @@ func (s *Sources) Hash() (string, error) {
 		if IsRemote(p) {
 			s.mu.Lock()
 			if r := s.remote[p]; r != nil {
-				fmt.Fprintf(h, "%s\x00%s\x00%p\x00", p, r.etag, r.bundle)
+				fmt.Fprintf(h, "%s\x00%s\x00%s\x00", p, r.etag, r.digest)
 			}
 			s.mu.Unlock()
 			continue
@@ -188,7 +248,11 @@ func (s *Sources) startRemote(ctx context.Context, every time.Duration, log *slo
 			return fmt.Errorf("bundle %s: %w", p, err)
 		}
 		base := u.Scheme + "://" + u.Host
-		client, err := rest.New([]byte(fmt.Sprintf(`{"url": %q}`, base)), nil)
+		svc, err := s.Remote.serviceConfig(base)
+		if err != nil {
+			return fmt.Errorf("bundle %s: %w", p, err)
+		}
+		client, err := rest.New(svc, nil)
 		if err != nil {
 			return fmt.Errorf("bundle %s: %w", p, err)
 		}
@@ -230,6 +294,28 @@ func (s *Sources) update(p string, up download.Update, log *slog.Logger) {
 		log.Warn("bundle download failed; the last good bundle stays", "bundle", p, "error", up.Error.Error())
 	case up.Bundle != nil:
 		inferRoots(up.Bundle)
-		r.bundle, r.etag, r.err = up.Bundle, up.ETag, nil
+		r.bundle, r.etag, r.digest, r.err = up.Bundle, up.ETag, contentDigest(up.Bundle), nil
 	}
+}
+
+// contentDigest digests what a downloaded bundle holds — manifest, data,
+// modules — so that a server sending no ETag, whose every poll is a fresh
+// download, does not cause a reload when nothing changed.
+func contentDigest(b *bundle.Bundle) string {
+	h := sha256.New()
+	enc := json.NewEncoder(h) // map keys sorted: the same content, the same bytes
+	_ = enc.Encode(b.Manifest)
+	_ = enc.Encode(b.Data)
+	mods := make([]bundle.ModuleFile, len(b.Modules))
+	copy(mods, b.Modules)
+	sort.Slice(mods, func(i, j int) bool { return mods[i].Path < mods[j].Path })
+	for _, m := range mods {
+		fmt.Fprintf(h, "%s\x00%d\x00", m.Path, len(m.Raw))
+		h.Write(m.Raw)
+	}
+	for _, w := range b.WasmModules {
+		fmt.Fprintf(h, "%s\x00%d\x00", w.Path, len(w.Raw))
+		h.Write(w.Raw)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

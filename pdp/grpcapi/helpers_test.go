@@ -1,11 +1,13 @@
 package grpcapi
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -53,6 +56,7 @@ type serverOpts struct {
 	approver bool          // a separate approver listener (serve --confirm-listen)
 	remember time.Duration // --remember-ttl
 	dlog     *decisionlog.Log
+	remote   bundles.Credentials // for bundle servers
 }
 
 func startServer(t *testing.T, o serverOpts) *testServer {
@@ -72,7 +76,7 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	log := slog.New(slog.NewJSONHandler(o.logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := prometheus.NewRegistry()
 	watching := make(chan struct{})
-	engine, err := pdp.New(pdp.Config{Bundles: o.bundles, Verify: o.verify, Logger: log, Registerer: reg, Now: o.now,
+	engine, err := pdp.New(pdp.Config{Bundles: o.bundles, Verify: o.verify, Remote: o.remote, Logger: log, Registerer: reg, Now: o.now,
 		EvalTimeout: o.timeout, MaxSessions: o.sessions, SessionIdle: o.idle, MaxPending: 1000, RememberTTL: o.remember,
 		DecisionLog: o.dlog, Debounce: 200 * time.Millisecond, Poll: o.poll, Watching: func() { close(watching) }})
 	if err != nil {
@@ -217,4 +221,22 @@ func matchLabels(got []*dto.LabelPair, want []string) bool {
 		}
 	}
 	return true
+}
+
+// syncBuffer is a bytes.Buffer safe for a server's log and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -9,7 +9,9 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,8 +24,10 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/open-policy-agent/opa/v1/keys"
+	"github.com/prometheus/client_golang/prometheus"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp/policy"
@@ -285,6 +289,57 @@ func TestRemoteBundleServer(t *testing.T) {
 	eventually(t, 15*time.Second, "h2 serving", func() bool { return ts.revision(t) == "library-0.1.0,h2" })
 }
 
+// A bundle server that sends no ETag (python3 -m http.server) and wants a
+// bearer token: an unchanged bundle is downloaded at every poll but loaded
+// once, and the start (before the first download) is no rejection.
+func TestRemoteBundleServerWithoutETag(t *testing.T) {
+	body := tarball(t, map[string]string{".manifest": testkit.Manifest("n1"), "agents/data.json": goodAgents})
+	var polls, unauthorized atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret-token-for-bundles" {
+			unauthorized.Add(1)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		polls.Add(1)
+		w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("s3cret-token-for-bundles\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// serve's first load comes before the first download: not a rejection.
+	var logs syncBuffer
+	reg := prometheus.NewRegistry()
+	early, err := pdp.New(pdp.Config{Bundles: []string{srv.URL + "/b.tar.gz"}, Registerer: reg,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := early.Reload(context.Background(), true); !errors.Is(err, bundles.ErrNotDownloaded) {
+		t.Fatalf("a load before the first download: %v", err)
+	}
+	ts := startServer(t, serverOpts{bundles: []string{srv.URL + "/b.tar.gz"}, noLoad: true, watch: true, logTo: &logs,
+		remote: bundles.Credentials{TokenFile: token}})
+	eventually(t, 15*time.Second, "n1 serving", func() bool { return ts.revision(t) == "library-0.1.0,n1" })
+	eventually(t, 15*time.Second, "two more polls", func() bool { return polls.Load() >= 3 })
+	if n := ts.reloads(t, "ok"); n != 1 {
+		t.Errorf("%v loads of an unchanged bundle, want 1", n)
+	}
+	for _, c := range []*testServer{ts, {registry: reg}} {
+		if n := c.reloads(t, "rejected"); n != 0 {
+			t.Errorf("%v rejections counted before the first download, want 0", n)
+		}
+	}
+	if strings.Contains(logs.String(), `"level":"ERROR"`) {
+		t.Errorf("an error logged at start:\n%s", logs.String())
+	}
+	if unauthorized.Load() > 0 {
+		t.Errorf("%d requests without the bearer token", unauthorized.Load())
+	}
+}
+
 func tarball(t *testing.T, files map[string]string) []byte {
 	p := filepath.Join(t.TempDir(), "b.tar.gz")
 	writeTarball(t, p, files)
@@ -372,9 +427,15 @@ func signedBundle(t *testing.T, privPEM, rev string) string {
 // is NOT_SERVING; when the bundle appears, it serves.
 func TestWaitForBundle(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "later")
-	ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true, noLoad: true})
+	var logs syncBuffer
+	ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true, noLoad: true, logTo: &logs})
 	if resp := ts.decide(t, &pb.DecideRequest{ToolName: "Read"}); resp.Decision != pb.Decision_DECISION_DENY {
 		t.Fatalf("before the bundle: %s", resp.Decision)
+	}
+	// serve --wait-for-bundle: the failed first load says no policy serves.
+	_ = ts.engine.Reload(context.Background(), true)
+	if l := logs.String(); strings.Contains(l, "last good policy") || !strings.Contains(l, "no policy is loaded") {
+		t.Errorf("the log of a failed first load:\n%s", l)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
 		t.Fatal(err)

@@ -52,3 +52,12 @@ func BoundMessages(resp *pb.DecideResponse) {
 		r.Message = clipMiddle(r.Message, MaxMessageBytes)
 	}
 }
+
+// JoinMessages appends more to a message ("; " between them), keeping the
+// result within MaxMessageBytes by clipping the first part, not the second.
+func JoinMessages(msg, more string) string {
+	if msg == "" {
+		return more
+	}
+	return clipMiddle(msg, max(MaxMessageBytes-len(more)-2, 64)) + "; " + more
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -245,8 +246,8 @@ func globDir(glob, base string) (dir string, reaches bool, err error) {
 }
 
 var (
-	errNotString  = errors.Join(envguard.ErrInvalid, errors.New("the argument is not a string"))
-	errNoPath     = errors.Join(envguard.ErrUnresolved, errors.New("no path given and no policy cwd to default to"))
+	errNotString  = fmt.Errorf("%w: it is not a string", envguard.ErrInvalid)
+	errNoPath     = fmt.Errorf("%w: no path given and no policy cwd to default to", envguard.ErrUnresolved)
 	errGlobDotDot = fmt.Errorf("%w: the glob has a .. segment after a wildcard, so where it reaches cannot be checked", envguard.ErrUnresolved)
 )
 
@@ -254,9 +255,9 @@ func pathTerm(arg, access, raw, resolved string, err error) *ast.Term {
 	kind, msg := "", ""
 	switch {
 	case errors.Is(err, envguard.ErrInvalid):
-		kind, msg = "invalid", err.Error()
+		kind, msg = "invalid", cause(err, envguard.ErrInvalid)
 	case err != nil:
-		kind, msg = "unresolved", err.Error()
+		kind, msg = "unresolved", cause(err, envguard.ErrUnresolved)
 	}
 	return ast.ObjectTerm(
 		item("arg", ast.String(arg)),
@@ -284,7 +285,7 @@ func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *commandRules, n
 		found = true
 		a, err := analyzeArg(ctx, t, v)
 		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+			errs = append(errs, fmt.Sprintf("%s: %s", name, cause(err, envguard.ErrUncheckable)))
 			continue
 		}
 		for _, m := range cr.rules.Match(t, a) {
@@ -422,4 +423,15 @@ func protoValue(v *structpb.Value) ast.Value {
 		return ast.NewArray(terms...)
 	}
 	return ast.Null{}
+}
+
+// parsePosition is the "line:col: " prefix of a shell parser's error.
+var parsePosition = regexp.MustCompile(`^(\d+):(\d+): `)
+
+// cause is err's text for a message, without the sentinel the message
+// already says in words ("not a path: ", "command cannot be checked: ")
+// and with a parser's "1:6: " spelt out as "line 1, column 6: ".
+func cause(err, sentinel error) string {
+	msg := strings.TrimPrefix(err.Error(), sentinel.Error()+": ")
+	return parsePosition.ReplaceAllString(msg, "line $1, column $2: ")
 }

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -34,6 +36,49 @@ func (a *agentIssues) errorf(field, format string, args ...any) {
 
 func (a *agentIssues) warnf(field, format string, args ...any) {
 	a.warnings = append(a.warnings, fmt.Sprintf("%s: %s: %s", a.where, field, fmt.Sprintf(format, args...)))
+}
+
+// unknown warns of an unknown key, suggesting the known key it is closest
+// to: a typo ("write_path") would otherwise drop a scope silently.
+func (a *agentIssues) unknown(field, key string, known []string) {
+	if m := closest(key, known); m != "" {
+		a.warnf(field, "unknown key, ignored (did you mean %q?)", m)
+		return
+	}
+	a.warnf(field, "unknown key, ignored")
+}
+
+// closest is the name in known nearest to s by edit distance, if near
+// enough to be a slip (at most a third of its length, and 3), else "".
+func closest(s string, known []string) string {
+	best, bestD := "", min(3, max(1, len(s)/3))+1
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(s), k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is Levenshtein's distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // validateAgents checks every definition under data.agents of b and, when
@@ -94,7 +139,7 @@ func (a *agentIssues) definition(v any, builtins map[string]bool) {
 	for _, k := range sortedKeys(def) {
 		check, known := agentKeys[k]
 		if !known {
-			a.warnf(k, "unknown key, ignored")
+			a.unknown(k, k, slices.Sorted(maps.Keys(agentKeys)))
 			continue
 		}
 		check(a, def[k], def, builtins)
@@ -160,7 +205,7 @@ func (a *agentIssues) servers(v any) {
 			case "type", "url":
 				a.str(field+"."+k, m[k])
 			default:
-				a.warnf(field+"."+k, "unknown key, ignored")
+				a.unknown(field+"."+k, k, []string{"name", "type", "url"})
 			}
 		}
 	}
@@ -297,7 +342,7 @@ func (a *agentIssues) executionPolicy(field string, v any) {
 		case "env":
 			a.envSpec(f, m[k])
 		default:
-			a.warnf(f, "unknown key, ignored")
+			a.unknown(f, k, []string{"cwd", "read_paths", "write_paths", "env"})
 		}
 	}
 }
@@ -335,7 +380,7 @@ func (a *agentIssues) guardrails(v any) {
 		case "protect_vcs_and_agent_config":
 			a.boolean(f, m[k])
 		default:
-			a.warnf(f, "unknown key, ignored")
+			a.unknown(f, k, []string{"deny_commands", "ask_commands", "protected_paths", "protect_vcs_and_agent_config"})
 		}
 	}
 }
@@ -359,7 +404,7 @@ func (a *agentIssues) onlyKeys(field string, m map[string]any, keys ...string) {
 			known = known || k == want
 		}
 		if !known {
-			a.warnf(field+"."+k, "unknown key, ignored")
+			a.unknown(field+"."+k, k, keys)
 		}
 	}
 }

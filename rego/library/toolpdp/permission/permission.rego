@@ -116,9 +116,15 @@ toolset_off := deny(toolset_name, concat("", ["built-in tool ", tool.name, " is 
 
 # The helpers below build the axis's reasons; toolpdp.index uses them too.
 
-by_category(rule, name, "SAFE") := allow(rule, concat("", [name, " runs: category SAFE"]))
+by_category(rule, name, "SAFE") := allow(rule, concat("", [name, " runs: ", category_source(rule), " is SAFE"]))
 
-by_category(rule, name, "ASK") := ask(rule, concat("", [name, " needs a person's confirmation (category ASK)"]))
+by_category(rule, name, "ASK") := ask(rule, concat("", [name, " needs a person's confirmation (", category_source(rule), " is ASK)"]))
+
+# category_source names what classified the tool: safety_overrides[T], the
+# library's builtin_categories[T], or the request's category.
+category_source(rule) := "the request's category" if startswith(rule, "category[")
+
+else := rule
 
 allow(rule, msg) := {"axis": "permission", "rule": rule, "effect": "allow", "message": msg}
 

@@ -18,10 +18,15 @@ default policy := {}
 policy := input.policy
 
 # A path that cannot be a path (NUL byte, not a string) is refused anywhere.
-reasons contains deny(sprintf("paths.%s", [p.arg]), sprintf("%s is not a valid path: %s", [describe(p), text.clip(p.error)])) if {
+reasons contains deny(sprintf("paths.%s", [p.arg]), sprintf("%s is not a valid path: %s", [describe_invalid(p), text.clip(p.error)])) if {
 	some p in input.paths
 	p.error_kind == "invalid"
 }
+
+# A value that is not a string has no text to quote: name its argument.
+describe_invalid(p) := sprintf("argument %s", [p.arg]) if p.raw == ""
+
+else := describe(p)
 
 # A path that could not be resolved (a relative path with no cwd, a symlink
 # loop) cannot be checked, so it is refused where a scope applies.
