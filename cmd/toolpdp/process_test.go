@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,8 +16,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	grpcstatus "google.golang.org/grpc/status"
 
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -255,5 +259,48 @@ func TestPendingAndStatusCommands(t *testing.T) {
 	}
 	if err != nil || json.Unmarshal(out, &st) != nil || st.PolicyRevision != "library-0.1.0,default-0.1.0" {
 		t.Fatalf("status: %v\n%s", err, out)
+	}
+}
+
+// The health-only listener kubelet probes reach answers health and server
+// reflection (grpcurl ADDR list), and nothing else.
+func TestHealthListenerServesReflection(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "toolpdp.sock")
+	l, err := net.Listen("tcp", "127.0.0.1:0") // a free loopback port for the probes
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes := l.Addr().String()
+	l.Close()
+	p := start(t, "serve", "--listen", "unix://"+sock, "--health-listen", probes, "--metrics-listen", "", "--decision-log", "off")
+	conn, err := grpc.NewClient(probes, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	waitServing(t, conn, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("reflection on the health listener: %v", err)
+	}
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	if !slices.Contains(names, "grpc.health.v1.Health") {
+		t.Fatalf("services listed on the health listener: %v", names)
+	}
+	if _, err := pb.NewDecisionServiceClient(conn).Decide(ctx, &pb.DecideRequest{ToolName: "Read"}); grpcstatus.Code(err) != codes.Unimplemented {
+		t.Fatalf("Decide on the health listener: %v, want UNIMPLEMENTED", err)
 	}
 }
