@@ -7,10 +7,12 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -446,5 +448,54 @@ func TestWaitForBundle(t *testing.T) {
 	h, err := ts.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health %v %v", h, err)
+	}
+}
+
+// A private bundle server that wants a client certificate: the bundle loads
+// with --bundle-client-cert/--bundle-client-key/--bundle-ca-cert, and a
+// server whose certificate the CA did not sign is refused.
+func TestRemoteBundleServerWithClientCertificate(t *testing.T) {
+	body := tarball(t, map[string]string{".manifest": testkit.Manifest("m1"), "agents/data.json": goodAgents})
+	ca := newTestCA(t)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TLS.PeerCertificates) == 0 || r.TLS.PeerCertificates[0].Subject.CommonName != "toolpdp" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Write(body)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "bundles", true)}, ClientCAs: ca.pool, ClientAuth: tls.RequireAndVerifyClientCert}
+	var refused syncBuffer // the server's log of handshakes without a client certificate
+	srv.Config.ErrorLog = log.New(&refused, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	writePEM := func(name, kind string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	client := ca.issue(t, "toolpdp", false)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(client.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := bundles.Credentials{
+		ClientCert: writePEM("client.pem", "CERTIFICATE", client.Certificate[0]),
+		ClientKey:  writePEM("client.key", "PRIVATE KEY", keyDER),
+		CACert:     writePEM("ca.pem", "CERTIFICATE", ca.cert.Raw),
+	}
+	ts := startServer(t, serverOpts{bundles: []string{srv.URL + "/b.tar.gz"}, noLoad: true, watch: true, remote: creds})
+	eventually(t, 15*time.Second, "m1 serving", func() bool { return ts.revision(t) == "library-0.1.0,m1" })
+
+	// Without the client certificate the server refuses: nothing loads.
+	bare := startServer(t, serverOpts{bundles: []string{srv.URL + "/b.tar.gz"}, noLoad: true, watch: true, remote: bundles.Credentials{CACert: creds.CACert}})
+	eventually(t, 15*time.Second, "a handshake refused for want of a certificate", func() bool {
+		return strings.Contains(refused.String(), "certificate")
+	})
+	if r := bare.decide(t, &pb.DecideRequest{AgentId: "a", ToolName: "Read"}); r.Decision != pb.Decision_DECISION_DENY {
+		t.Fatalf("with no client certificate the bundle loaded: %s %v", r.Decision, r.Reasons)
 	}
 }
