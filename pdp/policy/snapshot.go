@@ -65,6 +65,11 @@ type Snapshot struct {
 	// analysis, from the same merged guardrails.
 	commands       map[string]*commandRules
 	globalCommands *commandRules
+
+	// memoFields are the input fields decisions read (memo.go); memoOff
+	// says why decisions may not be memoized, "" when they may.
+	memoFields []string
+	memoOff    string
 }
 
 // commandRules are the command rules in force for an agent. guarded is set
@@ -181,6 +186,7 @@ func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time) (*Sna
 	if err := s.index(ctx, defs); err != nil {
 		return nil, err
 	}
+	s.memoPlan()
 	if s.logMask, err = prepareLogPolicy(ctx, s); err != nil {
 		return nil, err
 	}
