@@ -51,7 +51,9 @@ func decideDefault(b *testing.B, e *Engine) {
 
 // BenchmarkDecideRealistic: 10 agents × 30 tools × 5 MCP servers, scope
 // checks, 20 command guardrails (testdata/bench).
-func BenchmarkDecideRealistic(b *testing.B) { decideRealistic(b, benchEngine(b, 0, "../testdata/bench")) }
+func BenchmarkDecideRealistic(b *testing.B) {
+	decideRealistic(b, benchEngine(b, 0, "../testdata/bench"))
+}
 
 // BenchmarkDecideRealisticUncached is the same with the decision cache off.
 func BenchmarkDecideRealisticUncached(b *testing.B) {
