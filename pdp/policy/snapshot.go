@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -460,6 +461,9 @@ func (s *Snapshot) Modules() map[string]*ast.Module { return s.modules }
 
 // Agent returns the agent definition with this id, or nil.
 func (s *Snapshot) Agent(id string) *Agent { return s.agents[id] }
+
+// AgentIDs are the ids of the snapshot's agent definitions, sorted.
+func (s *Snapshot) AgentIDs() []string { return slices.Sorted(mapKeys(s.agents)) }
 
 // Store is the snapshot's data store.
 func (s *Snapshot) Store() storage.Store { return s.store }
