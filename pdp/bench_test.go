@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/rego"
+
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -81,4 +83,20 @@ func decideRealistic(b *testing.B, e *Engine) {
 			Args: testkit.Struct(b, map[string]any{"command": "cd src && go test ./... | tee out.txt"}),
 			Env:  map[string]string{"PATH": "/usr/bin", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "x", "GOFLAGS": "-mod=mod"}}, pb.Decision_DECISION_ALLOW)
 	})
+}
+
+// BenchmarkOPAFloor is the cheapest OPA evaluation there is, a prepared
+// `x := 1`: the issue's yardstick for the in-process decision.
+func BenchmarkOPAFloor(b *testing.B) {
+	ctx := context.Background()
+	pq, err := rego.New(rego.Query("x := 1")).PrepareForEval(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := pq.Eval(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
