@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/ast"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -96,23 +97,27 @@ func run() error {
 		return rssRun(srv.Process.Pid, pb.NewDecisionServiceClient(unixConn), req)
 	}
 
-	opaURL, stopOPA, err := startOPA(work)
+	opaBody, slimBody, fairBody, err := opaInput(req, filepath.Join(work, "fair"))
+	if err != nil {
+		return err
+	}
+	opaURL, stopOPA, err := startOPA(filepath.Join(work, "fair"))
 	if err != nil {
 		return err
 	}
 	defer stopOPA()
-	opaBody, slimBody, err := opaInput(req)
-	if err != nil {
-		return err
-	}
-	for _, body := range [][]byte{opaBody, slimBody} {
-		if got, err := opaDecision(opaURL, body); err != nil || "DECISION_"+strings.ToUpper(got) != want.Decision.String() {
-			return fmt.Errorf("OPA decides %q (%v), toolpdp %s: not the same computation", got, err, want.Decision)
+	fairURL := strings.TrimSuffix(opaURL, "toolpdp/decision/result") + "toolpdp_fair/result"
+	for _, c := range []struct {
+		url  string
+		body []byte
+	}{{opaURL, opaBody}, {opaURL, slimBody}, {fairURL, fairBody}} {
+		if got, err := opaDecision(c.url, c.body); err != nil || "DECISION_"+strings.ToUpper(got) != want.Decision.String() {
+			return fmt.Errorf("OPA (%s) decides %q (%v), toolpdp %s: not the same computation", c.url, got, err, want.Decision)
 		}
 	}
 
-	fmt.Printf("machine: %d CPUs; %s each, %d in flight; request: %s %s\nOPA's input: %d bytes of JSON (toolpdp's own), %d bytes without the agent's pre-decided lookups (slim)\n\n",
-		numCPU(), *duration, *concurrency, req.ToolName, req.Args.AsMap()["command"], len(opaBody), len(slimBody))
+	fmt.Printf("machine: %d CPUs; %s each, %d in flight; request: %s %s\nOPA's input: %d bytes of JSON (toolpdp's own), %d bytes without the agent's pre-decided lookups (slim), %d bytes request-only (fair: the index as OPA base data)\n\n",
+		numCPU(), *duration, *concurrency, req.ToolName, req.Args.AsMap()["command"], len(opaBody), len(slimBody), len(fairBody))
 	decide := func(c pb.DecisionServiceClient) func() error {
 		return func() error { _, err := c.Decide(context.Background(), req); return err }
 	}
@@ -127,6 +132,7 @@ func run() error {
 		}),
 		closedLoop("OPA REST, HTTP keep-alive", post(httpc, opaURL, opaBody)),
 		closedLoop("OPA REST, slim input", post(httpc, opaURL, slimBody)),
+		closedLoop("OPA REST, fair (index as data)", post(httpc, fairURL, fairBody)),
 		fixedRate(fmt.Sprintf("toolpdp Decide, unix, %d/s", *rate), decide(pb.NewDecisionServiceClient(unixConn))),
 	}
 	fmt.Printf("%-34s %10s %9s %9s %9s %9s %7s\n", "target", "req/s", "p50", "p90", "p99", "p99.9", "errors")
@@ -138,8 +144,9 @@ func run() error {
 			fmt.Printf("first error of %s: %s\n", r.name, r.firstErr)
 		}
 	}
-	fmt.Printf("\nratios: Decide/OPA REST %.2fx (slim input: %.2fx; target >= 2), Decide/Health Check %.2fx (target >= 0.6), fixed-rate p99 %s (target <= 1ms)\n",
-		results[0].throughput/results[3].throughput, results[0].throughput/results[4].throughput, results[0].throughput/results[2].throughput, results[5].q(0.99))
+	fmt.Printf("\nratios: Decide/OPA REST %.2fx (slim input: %.2fx; fair mode: %.2fx, target >= 3), Decide/Health Check %.2fx (target >= 0.6), fixed-rate p99 %s (target <= 1ms)\n",
+		results[0].throughput/results[3].throughput, results[0].throughput/results[4].throughput, results[0].throughput/results[5].throughput,
+		results[0].throughput/results[2].throughput, results[6].q(0.99))
 	return nil
 }
 
@@ -263,14 +270,14 @@ func rssMiB(pid int) float64 {
 	return 0
 }
 
-func startOPA(work string) (string, func(), error) {
+func startOPA(fair string) (string, func(), error) {
 	out, err := exec.Command("scripts/build-opa").Output()
 	if err != nil {
 		return "", nil, fmt.Errorf("scripts/build-opa: %w", err)
 	}
 	addr := freeAddr()
 	cmd := exec.Command(strings.TrimSpace(string(out)), "run", "--server", "--addr", addr, "--log-level", "error",
-		"--bundle", "rego/library", "--bundle", *bundleDir)
+		"--bundle", "rego/library", "--bundle", *bundleDir, "--bundle", fair)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return "", nil, err
@@ -289,22 +296,82 @@ func startOPA(work string) (string, func(), error) {
 	return "", nil, fmt.Errorf("OPA never became healthy on %s", addr)
 }
 
-// opaInput is {"input": ...}: exactly the document toolpdp evaluates; and
-// the same without input.agent.decided, which the chain does not need.
-func opaInput(req *pb.DecideRequest) (full, slim []byte, err error) {
+// opaInput is {"input": ...}: exactly the document toolpdp evaluates (full);
+// the same without input.agent.decided, which the chain does not need
+// (slim); and the fair mode's request-only input, with a bundle written to
+// fairDir that holds what toolpdp computes once per bundle (every agent's
+// index entry and guardrails) as OPA base data, and a thin wrapper rule
+// binding them from data: the same work per request on both sides.
+func opaInput(req *pb.DecideRequest, fairDir string) (full, slim, fair []byte, err error) {
 	snap, err := policy.Load(context.Background(), &bundles.Sources{Paths: []string{*bundleDir}}, time.Minute, time.Now())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	full = []byte(`{"input": ` + snap.Input(req).String() + `}`)
 	var doc map[string]map[string]any
 	if err := json.Unmarshal(full, &doc); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	delete(doc["input"]["agent"].(map[string]any), "decided")
-	slim, err = json.Marshal(doc)
-	return full, slim, err
+	in := doc["input"]
+	agent, guardrails := in["agent"], in["guardrails"]
+	delete(in, "agent")
+	delete(in, "guardrails")
+	if fair, err = json.Marshal(doc); err != nil {
+		return nil, nil, nil, err
+	}
+	in["agent"], in["guardrails"] = agent, guardrails
+	delete(agent.(map[string]any), "decided")
+	if slim, err = json.Marshal(doc); err != nil {
+		return nil, nil, nil, err
+	}
+	return full, slim, fair, writeFairBundle(snap, fairDir)
 }
+
+// writeFairBundle exports the index as base data under toolpdp_fair, with
+// the wrapper rule toolpdp_fair.result.
+func writeFairBundle(snap *policy.Snapshot, dir string) error {
+	agents, guardrails := map[string]json.RawMessage{}, map[string]json.RawMessage{}
+	for _, id := range snap.AgentIDs() {
+		in := snap.Input(&pb.DecideRequest{AgentId: id, ToolName: "Read"})
+		obj, _ := in.(ast.Object)
+		agents[id] = json.RawMessage(obj.Get(ast.StringTerm("agent")).String())
+		guardrails[id] = json.RawMessage(obj.Get(ast.StringTerm("guardrails")).String())
+	}
+	data, err := json.Marshal(map[string]any{"agents": agents, "guardrails": guardrails})
+	if err != nil {
+		return err
+	}
+	files := map[string]string{
+		".manifest":                 `{"revision": "fair", "roots": ["toolpdp_fair"]}`,
+		"toolpdp_fair/data.json":    string(data),
+		"toolpdp_fair/wrapper.rego": fairWrapper,
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const fairWrapper = `package toolpdp_fair
+
+import rego.v1
+
+# The request-only input, with the agent's index entry and guardrails bound
+# from base data computed once per bundle, decided by the library as is.
+result := r if {
+	full := object.union(input, {
+		"agent": data.toolpdp_fair.agents[input.agent_id],
+		"guardrails": data.toolpdp_fair.guardrails[input.agent_id],
+	})
+	r := data.toolpdp.decision.result with input as full
+}
+`
 
 func post(c *http.Client, url string, body []byte) func() error {
 	return func() error {

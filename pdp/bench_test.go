@@ -5,14 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/rego"
+
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
-// benchEngine is an engine on the embedded default, or on bundle paths.
-func benchEngine(b *testing.B, paths ...string) *Engine {
+// benchEngine is an engine on the embedded default, or on bundle paths,
+// with the decision cache as serve has it by default (cache 0) or off (-1).
+func benchEngine(b *testing.B, cache int, paths ...string) *Engine {
 	b.Helper()
-	return loadedEngine(b, Config{Bundles: paths, EvalTimeout: time.Second, MaxSessions: 1000, MaxPending: 1000})
+	return loadedEngine(b, Config{Bundles: paths, EvalTimeout: time.Second, MaxSessions: 1000, MaxPending: 1000, DecisionCache: cache})
 }
 
 func benchDecide(b *testing.B, e *Engine, req *pb.DecideRequest, want pb.Decision) {
@@ -28,9 +31,15 @@ func benchDecide(b *testing.B, e *Engine, req *pb.DecideRequest, want pb.Decisio
 	}
 }
 
-// BenchmarkDecideDefault is the in-process decision on the embedded default.
-func BenchmarkDecideDefault(b *testing.B) {
-	e := benchEngine(b)
+// BenchmarkDecideDefault is the in-process decision on the embedded default,
+// repeated: from the second call on, the decision cache answers.
+func BenchmarkDecideDefault(b *testing.B) { decideDefault(b, benchEngine(b, 0)) }
+
+// BenchmarkDecideDefaultUncached is the same with the decision cache off:
+// every call evaluates the policy.
+func BenchmarkDecideDefaultUncached(b *testing.B) { decideDefault(b, benchEngine(b, -1)) }
+
+func decideDefault(b *testing.B, e *Engine) {
 	b.Run("builtin-by-category", func(b *testing.B) {
 		benchDecide(b, e, &pb.DecideRequest{ToolName: "Read"}, pb.Decision_DECISION_ALLOW)
 	})
@@ -45,7 +54,15 @@ func BenchmarkDecideDefault(b *testing.B) {
 // BenchmarkDecideRealistic: 10 agents × 30 tools × 5 MCP servers, scope
 // checks, 20 command guardrails (testdata/bench).
 func BenchmarkDecideRealistic(b *testing.B) {
-	e := benchEngine(b, "../testdata/bench")
+	decideRealistic(b, benchEngine(b, 0, "../testdata/bench"))
+}
+
+// BenchmarkDecideRealisticUncached is the same with the decision cache off.
+func BenchmarkDecideRealisticUncached(b *testing.B) {
+	decideRealistic(b, benchEngine(b, -1, "../testdata/bench"))
+}
+
+func decideRealistic(b *testing.B, e *Engine) {
 	b.Run("builtin-by-category", func(b *testing.B) {
 		benchDecide(b, e, &pb.DecideRequest{AgentId: "agent3", ToolName: "Grep", Args: testkit.Struct(b, map[string]any{"pattern": "x"})}, pb.Decision_DECISION_ALLOW)
 	})
@@ -66,4 +83,20 @@ func BenchmarkDecideRealistic(b *testing.B) {
 			Args: testkit.Struct(b, map[string]any{"command": "cd src && go test ./... | tee out.txt"}),
 			Env:  map[string]string{"PATH": "/usr/bin", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "x", "GOFLAGS": "-mod=mod"}}, pb.Decision_DECISION_ALLOW)
 	})
+}
+
+// BenchmarkOPAFloor is the cheapest OPA evaluation there is, a prepared
+// `x := 1`: the issue's yardstick for the in-process decision.
+func BenchmarkOPAFloor(b *testing.B) {
+	ctx := context.Background()
+	pq, err := rego.New(rego.Query("x := 1")).PrepareForEval(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := pq.Eval(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -54,6 +54,10 @@ type Config struct {
 
 	DecisionLog *decisionlog.Log // nil: decisions are not logged
 
+	// DecisionCache bounds the decisions memoized per snapshot (policy.Memo):
+	// 0 is policy.DefaultMemoEntries, negative turns memoizing off.
+	DecisionCache int
+
 	Debounce time.Duration // file events closer than this give one reload
 	Poll     time.Duration // how often sources are re-hashed and remote ones polled
 	Watching func()        // called once Run's file watches are in place; may be nil
@@ -71,6 +75,7 @@ type Engine struct {
 	cfg      Config
 	gens     atomic.Uint64 // snapshot generations: remembered approvals end with theirs
 	metrics  *metrics
+	memo     *prometheus.CounterVec // decision cache lookups by result
 
 	mu       sync.Mutex // serialises loads; guards the fields below
 	lastErr  error
@@ -85,6 +90,7 @@ type active struct {
 	generation uint64 // one per swap, whether or not the revision changed
 	bundles    []decisionlog.Bundle
 	logPolicy  decisionlog.BundlePolicy // nil: the bundle has none
+	memo       *policy.Memo             // nil: decisions are not memoized
 }
 
 // New builds an engine with no policy: it denies until a load succeeds.
@@ -112,6 +118,9 @@ func New(c Config) (*Engine, error) {
 	if c.MaxPending <= 0 {
 		c.MaxPending = DefaultMaxPending
 	}
+	if c.DecisionCache == 0 {
+		c.DecisionCache = policy.DefaultMemoEntries
+	}
 	e := &Engine{
 		sources:  &bundles.Sources{Paths: c.Bundles, Verify: c.Verify, Remote: c.Remote},
 		sessions: session.NewSessions[policy.Agent](c.MaxSessions, c.SessionIdle),
@@ -120,11 +129,15 @@ func New(c Config) (*Engine, error) {
 		log:      c.Logger,
 		cfg:      c,
 		metrics:  newMetrics(),
+		memo: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolpdp_decision_cache_lookups_total",
+			Help: "Decisions looked up in the per-snapshot decision cache, by result: hit or miss. Uncacheable calls and policies are not counted.",
+		}, []string{"result"}),
 	}
 	e.sessions.SetMaxBytes(c.MaxSessionBytes)
 	e.pending.SetMaxBytes(c.MaxPendingBytes)
 	if c.Registerer != nil {
-		cs := append(e.metrics.collectors(), e.sessions.Collectors()...)
+		cs := append(append(e.metrics.collectors(), e.memo), e.sessions.Collectors()...)
 		for _, m := range append(cs, e.pending.Collectors()...) {
 			if err := c.Registerer.Register(m); err != nil {
 				return nil, err
@@ -211,7 +224,7 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *
 		resp = policy.Deny(&pb.DecideResponse{PolicyRevision: a.snap.Revision}, "session", "session_evicted",
 			"this session's state was released because more sessions were open than the server holds (--max-sessions, --max-session-bytes): start a new session")
 	} else {
-		resp = e.evaluate(ctx, a.snap, agentID, agent, current, req)
+		resp = e.evaluate(ctx, a, agentID, agent, current, req)
 	}
 	took := time.Since(evalStart)
 	evalNs := took.Nanoseconds()
@@ -237,7 +250,8 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *
 // evaluate decides with the pinned definition agent, under --eval-timeout.
 // A session pinned to a definition the newest policy no longer has is
 // revoked: nothing of the pin applies, custom tools included.
-func (e *Engine) evaluate(ctx context.Context, snap *policy.Snapshot, agentID string, agent, current *policy.Agent, req *pb.DecideRequest) *pb.DecideResponse {
+func (e *Engine) evaluate(ctx context.Context, a *active, agentID string, agent, current *policy.Agent, req *pb.DecideRequest) *pb.DecideResponse {
+	snap := a.snap
 	if agent != nil && current == nil {
 		resp := &pb.DecideResponse{PolicyRevision: snap.Revision}
 		policy.Deny(resp, "session", "agent_removed", fmt.Sprintf("agent '%s' was removed from the policy: every call of its running sessions is denied", agentID))
@@ -249,7 +263,14 @@ func (e *Engine) evaluate(ctx context.Context, snap *policy.Snapshot, agentID st
 		ctx, cancel = context.WithTimeout(ctx, e.cfg.EvalTimeout)
 		defer cancel()
 	}
-	resp, err := snap.Decide(ctx, req, agent)
+	resp, hit, err := snap.DecideMemo(ctx, req, agent, a.memo)
+	if a.memo != nil {
+		if hit {
+			e.memo.WithLabelValues("hit").Inc()
+		} else {
+			e.memo.WithLabelValues("miss").Inc()
+		}
+	}
 	if err != nil {
 		e.log.Error("evaluation failed", "agent_id", agentID, "tool_name", req.GetToolName(), "revision", snap.Revision, "error", err)
 	}

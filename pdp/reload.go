@@ -63,6 +63,12 @@ func (e *Engine) swap(s *policy.Snapshot) {
 	if p := s.LogPolicy(); p != nil {
 		a.logPolicy = p
 	}
+	// A new snapshot starts a new decision cache.
+	if ok, why := s.Memoizable(); ok && e.cfg.DecisionCache > 0 {
+		a.memo = policy.NewMemo(e.cfg.DecisionCache, 0)
+	} else if !ok {
+		e.log.Info("decisions of this policy are not cached", "revision", s.Revision, "reason", why)
+	}
 	e.current.Store(a)
 }
 

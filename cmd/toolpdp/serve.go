@@ -31,6 +31,7 @@ import (
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi"
+	"github.com/toolpdp/toolpdp/pdp/policy"
 	"github.com/toolpdp/toolpdp/pdp/session"
 )
 
@@ -76,6 +77,7 @@ type serveConfig struct {
 	verifyKeyID      string
 	verifyAlg        string
 	remote           bundles.Credentials
+	decisionCache    cacheFlag
 }
 
 func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
@@ -110,6 +112,8 @@ func serveFlagSet(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	fs.DurationVar(&c.rememberTTL, "remember-ttl", pdp.DefaultRememberTTL, "a remembered approval (Confirm with remember) holds this long at most; it also ends with its session and with any reload")
 	fs.DurationVar(&c.debounce, "watch-debounce", pdp.DefaultDebounce, "file events closer than this give one reload")
 	fs.DurationVar(&c.poll, "poll-interval", pdp.DefaultPoll, "how often bundle content is re-hashed, for events a file system misses")
+	c.decisionCache = cacheFlag(policy.DefaultMemoEntries)
+	fs.Var(&c.decisionCache, "decision-cache", "decisions cached per policy snapshot (answers identical to evaluating; off for policies with non-deterministic builtins or data.guardrails Rego): true, false or 0 (off), or a size")
 	fs.BoolVar(&c.waitForBundle, "wait-for-bundle", false, "start even if a --bundle is missing or invalid; deny until it loads")
 	fs.DurationVar(&c.grace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -168,7 +172,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	engine, err := pdp.New(pdp.Config{Bundles: c.bundles, Verify: vc, Remote: c.remote, Logger: log, Registerer: reg, EvalTimeout: c.evalTimeout,
 		MaxSessions: c.maxSessions, SessionIdle: c.sessionIdle, MaxSessionBytes: c.maxSessionBytes,
 		MaxPending: c.maxPending, PendingTTL: c.pendingTTL, MaxPendingBytes: c.maxPendingBytes, RememberTTL: c.rememberTTL,
-		DecisionLog: dlog, Debounce: c.debounce, Poll: c.poll})
+		DecisionLog: dlog, Debounce: c.debounce, Poll: c.poll, DecisionCache: c.decisionCache.config()})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -17,24 +18,50 @@ import (
 // error is returned beside it for the caller to log. ctx bounds building
 // the input (resolving paths, parsing the command) and evaluating alike.
 func (s *Snapshot) Decide(ctx context.Context, req *pb.DecideRequest, agent *Agent) (*pb.DecideResponse, error) {
+	resp, _, err := s.DecideMemo(ctx, req, agent, nil)
+	return resp, err
+}
+
+// DecideMemo is Decide answering from memo when it holds the decision, and
+// keeping the decision there otherwise (memo.go says when). hit reports
+// whether it did. A nil memo, or a snapshot whose decisions may not be
+// memoized, is Decide.
+func (s *Snapshot) DecideMemo(ctx context.Context, req *pb.DecideRequest, agent *Agent, memo *Memo) (resp *pb.DecideResponse, hit bool, err error) {
 	id := AgentID(req.GetAgentId())
 	if agent == nil {
 		agent = s.agents[id]
 	}
-	resp := &pb.DecideResponse{PolicyRevision: s.Revision}
-	err := s.evaluate(ctx, id, agent, req, resp)
+	resp = &pb.DecideResponse{PolicyRevision: s.Revision}
+	input := buildInput(ctx, s, id, agent, req)
+	var key memoKey
+	keyed := false
+	if err = ctx.Err(); err != nil {
+		err = fmt.Errorf("the request's deadline passed while its paths and command were examined: %w", err)
+	} else {
+		if memo != nil && s.memoOff == "" {
+			key, keyed = s.key(id, agent, input)
+		}
+		if keyed {
+			if kept, ok := memo.get(key); ok {
+				copyResponse(resp, kept)
+				return resp, true, nil
+			}
+		}
+		err = s.evaluate(ctx, input, resp)
+	}
 	if err != nil {
 		Deny(resp, "policy", "evaluation_error", fmt.Sprintf("the policy could not be evaluated, so the call is denied: %v", err))
 	}
 	BoundMessages(resp)
-	return resp, err
+	if keyed && err == nil {
+		kept := &pb.DecideResponse{}
+		copyResponse(kept, resp)
+		memo.put(key, kept)
+	}
+	return resp, false, err
 }
 
-func (s *Snapshot) evaluate(ctx context.Context, agentID string, agent *Agent, req *pb.DecideRequest, resp *pb.DecideResponse) error {
-	input := buildInput(ctx, s, agentID, agent, req)
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("the request's deadline passed while its paths and command were examined: %w", err)
-	}
+func (s *Snapshot) evaluate(ctx context.Context, input ast.Value, resp *pb.DecideResponse) error {
 	rs, err := s.query.Eval(ctx, rego.EvalParsedInput(input))
 	if err != nil {
 		return err

@@ -48,6 +48,7 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 		in.Insert(ast.StringTerm("globs"), ast.NewTerm(globs))
 	} else {
 		in.Insert(ast.StringTerm("paths"), ast.ArrayTerm())
+		in.Insert(ast.StringTerm("globs"), ast.ArrayTerm())
 	}
 	if names, ok := t.shellTools[req.GetToolName()]; ok {
 		cmd := analyzeCommand(ctx, t.shell, commands, names, req.GetArgs())

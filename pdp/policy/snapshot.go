@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,11 @@ type Snapshot struct {
 	// analysis, from the same merged guardrails.
 	commands       map[string]*commandRules
 	globalCommands *commandRules
+
+	// memoFields are the input fields decisions read (memo.go); memoOff
+	// says why decisions may not be memoized, "" when they may.
+	memoFields []string
+	memoOff    string
 }
 
 // commandRules are the command rules in force for an agent. guarded is set
@@ -181,6 +187,7 @@ func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time) (*Sna
 	if err := s.index(ctx, defs); err != nil {
 		return nil, err
 	}
+	s.memoPlan()
 	if s.logMask, err = prepareLogPolicy(ctx, s); err != nil {
 		return nil, err
 	}
@@ -454,6 +461,9 @@ func (s *Snapshot) Modules() map[string]*ast.Module { return s.modules }
 
 // Agent returns the agent definition with this id, or nil.
 func (s *Snapshot) Agent(id string) *Agent { return s.agents[id] }
+
+// AgentIDs are the ids of the snapshot's agent definitions, sorted.
+func (s *Snapshot) AgentIDs() []string { return slices.Sorted(mapKeys(s.agents)) }
 
 // Store is the snapshot's data store.
 func (s *Snapshot) Store() storage.Store { return s.store }

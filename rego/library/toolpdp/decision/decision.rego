@@ -62,8 +62,13 @@ checked_path if {
 # protected_paths entries bind reads: every path and search glob is checked.
 checked_path if {
 	count(object.get(input.guardrails, "protected_reads", [])) > 0
-	count(input.paths) + count(object.get(input, "globs", [])) > 0
+	count(input.paths) + count(globs) > 0
 }
+
+# globs are a file tool's search globs (toolpdp sends [] for other tools).
+default globs := []
+
+globs := input.globs
 
 most_restrictive(rs) := "deny" if {
 	some r in rs

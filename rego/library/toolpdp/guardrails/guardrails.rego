@@ -88,7 +88,7 @@ reasons contains reason("protected_paths", "deny", sprintf("reading %q is denied
 # name a protected file: a segment with a literal character that could match
 # the name's last segment (".env", "*.env", ".e[n]v"; not "*" or "**").
 reasons contains reason("protected_paths", "deny", sprintf("searching %q is denied: it can match %q, a protected path", [g.raw, name])) if {
-	some g in object.get(input, "globs", [])
+	some g in input.globs
 	some name in object.get(input.guardrails, "protected_reads", [])
 	last := lower(regex.replace(trim_suffix(name, "/"), `^.*/`, ""))
 	some seg in split(lower(g.raw), "/")

@@ -86,7 +86,7 @@ default env := {}
 # list when asked for.
 env := {k: v |
 	some k, v in posix_env
-	k in allowed_names
+	allowed_name(k)
 } if input.policy.env.mode == "allowlist"
 
 # denylist: every name but those listed, compared without regard to case,
@@ -102,28 +102,34 @@ env := {k: v |
 env := posix_env if not input.policy.env
 
 posix_env := {k: v |
-	some k, v in object.get(input, "env", {})
+	some k, v in input.env
 	regex.match(`^[A-Za-z_][A-Za-z0-9_]*$`, k)
 }
 
-allowed_names := {n | some n in array.concat(input.policy.env.names, tables.safe_env_vars)} if {
+# allowed_name: one membership test per variable, not a set built per call.
+allowed_name(k) if k in input.policy.env.names
+
+allowed_name(k) if {
 	input.policy.env.include_safe_env_vars == true
-} else := {n | some n in input.policy.env.names}
+	is_array(input.policy.env.names)
+	k in tables.safe_env_vars
+}
 
 denied_names := {lower(n) | some n in input.policy.env.names}
 
 # unsafe_env_var matches a name of the table, compared without regard to
 # case; an entry ending in * matches every name it starts.
-unsafe_env_var(name) if {
-	some u in tables.unsafe_env_vars
-	not endswith(u, "*")
-	lower(name) == lower(u)
-}
+unsafe_env_var(name) if lower(name) in unsafe_exact
 
 unsafe_env_var(name) if {
-	some u in tables.unsafe_env_vars
-	endswith(u, "*")
-	startswith(lower(name), lower(trim_suffix(u, "*")))
+	some prefix in unsafe_prefixes
+	startswith(lower(name), prefix)
 }
+
+# The table split once per decision: exact names as a set (one lookup per
+# variable), the few "*" entries as prefixes.
+unsafe_exact := {lower(u) | some u in tables.unsafe_env_vars; not endswith(u, "*")}
+
+unsafe_prefixes := [lower(trim_suffix(u, "*")) | some u in tables.unsafe_env_vars; endswith(u, "*")]
 
 deny(rule, msg) := {"axis": "scope", "rule": rule, "effect": "deny", "message": msg}

@@ -1,0 +1,312 @@
+package policy
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// Decide once, answer many. With a deterministic policy, the decision
+// document is a pure function of the snapshot and of the input fields the
+// policy reads: the snapshot works out which fields those are when it loads
+// (every reference to input in every compiled module), and a memo keys a
+// decision by the pinned definition's identity and a SHA-256 of exactly
+// those fields of the built input. The input is built first, so a file
+// tool's key holds its paths as resolved now (symlinks may change between
+// calls) and a shell tool's key the analysis of its command as parsed now.
+//
+// A snapshot memoizes nothing when any module
+//   - calls or names a non-deterministic builtin (time.now_ns, rand.intn,
+//     http.send, ...: OPA marks them), or
+//   - reads input other than by a constant first key (input[x], input as a
+//     whole), or
+//   - defines a data.guardrails package: security teams' own Rego may read
+//     anything, and is simplest kept out of the key entirely.
+//
+// What a memo keeps is the response as Snapshot.Decide returns it, messages
+// already bounded; every caller gets its own copy (decision ids, sessions
+// and the log are the engine's, per call).
+
+// DefaultMemoEntries and DefaultMemoBytes bound a memo by default.
+const (
+	DefaultMemoEntries = 4096
+	DefaultMemoBytes   = 8 << 20
+	maxMemoEntryBytes  = 16 << 10 // a larger response is not kept
+)
+
+// memoKey names one decision of one snapshot: the definition decided with
+// (pointer identity: a pinned definition is immutable) and the SHA-256 of
+// the agent id and the input fields the policy reads.
+type memoKey struct {
+	agent *Agent
+	sum   [sha256.Size]byte
+}
+
+// Memo is a bounded cache of one snapshot's decisions, least recently used
+// first out. Safe for concurrent use. Build a new one for every snapshot.
+type Memo struct {
+	mu       sync.Mutex
+	entries  int
+	maxBytes int64
+	bytes    int64
+	order    list.List // of *memoEntry, most recent first
+	byKey    map[memoKey]*list.Element
+}
+
+type memoEntry struct {
+	key   memoKey
+	resp  *pb.DecideResponse
+	bytes int64
+}
+
+// NewMemo is a memo of at most entries decisions and about maxBytes bytes
+// (0: DefaultMemoBytes).
+func NewMemo(entries int, maxBytes int64) *Memo {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMemoBytes
+	}
+	return &Memo{entries: entries, maxBytes: maxBytes, byKey: make(map[memoKey]*list.Element, min(entries, 1024))}
+}
+
+// Len is the number of decisions kept.
+func (m *Memo) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byKey)
+}
+
+func (m *Memo) get(k memoKey) (*pb.DecideResponse, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.byKey[k]
+	if !ok {
+		return nil, false
+	}
+	m.order.MoveToFront(e)
+	return e.Value.(*memoEntry).resp, true
+}
+
+func (m *Memo) put(k memoKey, resp *pb.DecideResponse) {
+	size := responseBytes(resp)
+	if size > maxMemoEntryBytes || m.entries <= 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.byKey[k]; ok {
+		return
+	}
+	m.byKey[k] = m.order.PushFront(&memoEntry{key: k, resp: resp, bytes: size})
+	m.bytes += size
+	for len(m.byKey) > m.entries || m.bytes > m.maxBytes {
+		old := m.order.Back()
+		e := old.Value.(*memoEntry)
+		m.order.Remove(old)
+		delete(m.byKey, e.key)
+		m.bytes -= e.bytes
+	}
+}
+
+// responseBytes estimates what a kept response holds.
+func responseBytes(r *pb.DecideResponse) int64 {
+	n := 256 + len(r.Message) + len(r.PolicyRevision)
+	for _, x := range r.Reasons {
+		n += 96 + len(x.Axis) + len(x.Rule) + len(x.Message)
+	}
+	if ex := r.GetExecution(); ex != nil {
+		n += 64 + len(ex.Cwd)
+		for k, v := range ex.Env {
+			n += 48 + len(k) + len(v)
+		}
+	}
+	return int64(n)
+}
+
+// copyResponse is a deep copy of what Snapshot.Decide fills in.
+func copyResponse(dst, src *pb.DecideResponse) {
+	dst.PolicyRevision = src.PolicyRevision
+	dst.Decision = src.Decision
+	dst.Message = src.Message
+	dst.Reasons = make([]*pb.Reason, len(src.Reasons))
+	for i, r := range src.Reasons {
+		dst.Reasons[i] = &pb.Reason{Axis: r.Axis, Rule: r.Rule, Effect: r.Effect, Message: r.Message}
+	}
+	dst.Execution = nil
+	if ex := src.Execution; ex != nil {
+		out := &pb.Execution{Cwd: ex.Cwd, EnvEnforced: ex.EnvEnforced, Env: make(map[string]string, len(ex.Env))}
+		for k, v := range ex.Env {
+			out.Env[k] = v
+		}
+		dst.Execution = out
+	}
+}
+
+// Memoizable reports whether this snapshot's decisions may be memoized,
+// and why not when they may not.
+func (s *Snapshot) Memoizable() (bool, string) { return s.memoOff == "", s.memoOff }
+
+// memoPlan works out, once per snapshot, which input fields a decision
+// depends on, or why decisions cannot be memoized (s.memoOff).
+func (s *Snapshot) memoPlan() {
+	if s.hasGuardrailPackages() {
+		s.memoOff = "the bundle has data.guardrails Rego packages"
+		return
+	}
+	fields := map[string]bool{}
+	for _, path := range slices.Sorted(mapKeys(s.modules)) {
+		m := s.modules[path]
+		if name := nondeterministicBuiltin(m); name != "" {
+			s.memoOff = fmt.Sprintf("%s uses the non-deterministic builtin %s", path, name)
+			return
+		}
+		if !inputFields(m, fields) {
+			s.memoOff = fmt.Sprintf("%s reads input other than by a constant key", path)
+			return
+		}
+	}
+	// The agent entry and the guardrails are keyed by the definition's
+	// identity and the agent id, not by content.
+	delete(fields, "agent")
+	delete(fields, "guardrails")
+	s.memoFields = slices.Sorted(mapKeys(fields))
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// nondeterministicBuiltin is the first builtin OPA marks non-deterministic
+// that m calls or names (a `with` may substitute one), or "".
+func nondeterministicBuiltin(m *ast.Module) string {
+	found := ""
+	ast.NewGenericVisitor(func(x any) bool {
+		if r, ok := x.(ast.Ref); ok && found == "" {
+			if b, ok := ast.BuiltinMap[r.String()]; ok && b.IsNondeterministic() {
+				found = b.Name
+			}
+		}
+		return found != ""
+	}).Walk(m)
+	return found
+}
+
+// inputFields adds to fields the first keys of every reference to input
+// in m; false when m reads input otherwise (input[x], input whole). A
+// `with input...` target replaces input rather than reading it.
+func inputFields(m *ast.Module, fields map[string]bool) bool {
+	ok := true
+	var v *ast.GenericVisitor
+	v = ast.NewGenericVisitor(func(x any) bool {
+		switch x := x.(type) {
+		case *ast.With:
+			v.Walk(x.Value)
+			return true
+		case ast.Ref:
+			if !x.HasPrefix(ast.InputRootRef) {
+				return false
+			}
+			if len(x) < 2 {
+				ok = false
+				return true
+			}
+			key, isString := x[1].Value.(ast.String)
+			if !isString {
+				ok = false
+				return true
+			}
+			fields[string(key)] = true
+			for _, t := range x[2:] {
+				v.Walk(t)
+			}
+			return true
+		case ast.Var:
+			if x.Equal(ast.InputRootDocument.Value) {
+				ok = false
+			}
+		}
+		return false
+	})
+	v.Walk(m)
+	return ok
+}
+
+// key is the memo key of a decision with agent on input, and whether the
+// input can be keyed at all (a value toolpdp does not build is not).
+func (s *Snapshot) key(agentID string, agent *Agent, input ast.Value) (memoKey, bool) {
+	obj, ok := input.(ast.Object)
+	if !ok {
+		return memoKey{}, false
+	}
+	buf := make([]byte, 0, 512)
+	buf = appendString(buf, agentID)
+	for _, f := range s.memoFields {
+		buf = appendString(buf, f)
+		t := obj.Get(ast.StringTerm(f))
+		if t == nil {
+			buf = append(buf, 'u') // absent
+			continue
+		}
+		if buf, ok = appendValue(buf, t.Value); !ok {
+			return memoKey{}, false
+		}
+	}
+	return memoKey{agent: agent, sum: sha256.Sum256(buf)}, true
+}
+
+// appendValue is an unambiguous encoding of a JSON-like value: a type tag,
+// lengths before contents, object keys sorted.
+func appendValue(buf []byte, v ast.Value) ([]byte, bool) {
+	switch v := v.(type) {
+	case ast.Null:
+		return append(buf, 'n'), true
+	case ast.Boolean:
+		if v {
+			return append(buf, 't'), true
+		}
+		return append(buf, 'f'), true
+	case ast.Number:
+		return appendString(append(buf, 'd'), string(v)), true
+	case ast.String:
+		return appendString(append(buf, 's'), string(v)), true
+	case *ast.Array:
+		buf = binary.AppendUvarint(append(buf, 'a'), uint64(v.Len()))
+		ok := true
+		for i := 0; i < v.Len() && ok; i++ {
+			buf, ok = appendValue(buf, v.Elem(i).Value)
+		}
+		return buf, ok
+	case ast.Object:
+		keys := v.Keys()
+		sort.Slice(keys, func(i, j int) bool { return ast.Compare(keys[i], keys[j]) < 0 })
+		buf = binary.AppendUvarint(append(buf, 'o'), uint64(len(keys)))
+		ok := true
+		for _, k := range keys {
+			if buf, ok = appendValue(buf, k.Value); !ok {
+				return buf, false
+			}
+			if buf, ok = appendValue(buf, v.Get(k).Value); !ok {
+				return buf, false
+			}
+		}
+		return buf, true
+	}
+	return buf, false // sets, refs, comprehensions: never in a built input
+}
+
+func appendString(buf []byte, s string) []byte {
+	return append(binary.AppendUvarint(buf, uint64(len(s))), s...)
+}
