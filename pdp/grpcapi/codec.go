@@ -103,45 +103,29 @@ func deepField(md protoreflect.MessageDescriptor, b []byte, depth int) string {
 	if depth > maxWireDepth {
 		return "?"
 	}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return ""
+	found := ""
+	eachMessageField(md, b, func(fd protoreflect.FieldDescriptor, payload []byte) bool {
+		if fd.Kind() == protoreflect.MessageKind && deepField(fd.Message(), payload, depth+1) != "" {
+			found = string(fd.Name())
 		}
-		b = b[n:]
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return ""
-		}
-		val := b[:n]
-		b = b[n:]
-		fd := md.Fields().ByNumber(num)
-		if fd == nil || typ != protowire.BytesType || fd.Kind() != protoreflect.MessageKind {
-			continue
-		}
-		payload, _ := protowire.ConsumeBytes(val)
-		if deepField(fd.Message(), payload, depth+1) != "" {
-			return string(fd.Name())
-		}
-	}
-	return ""
+		return found == ""
+	})
+	return found
 }
 
-// invalidUTF8 names the first string field of b (a message of type md) that
-// is not UTF-8, as a dotted path; "" when there is none.
-func invalidUTF8(md protoreflect.MessageDescriptor, b []byte, depth int) string {
-	if depth > 64 {
-		return ""
-	}
+// eachMessageField calls f with each length-delimited field of b (a message
+// of type md) that md declares, and its payload, until f returns false; it
+// stops at the first malformed byte.
+func eachMessageField(md protoreflect.MessageDescriptor, b []byte, f func(protoreflect.FieldDescriptor, []byte) bool) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return ""
+			return
 		}
 		b = b[n:]
 		n = protowire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
-			return ""
+			return
 		}
 		val := b[:n]
 		b = b[n:]
@@ -150,16 +134,31 @@ func invalidUTF8(md protoreflect.MessageDescriptor, b []byte, depth int) string 
 			continue
 		}
 		payload, _ := protowire.ConsumeBytes(val)
-		switch {
-		case fd.Kind() == protoreflect.StringKind && !utf8.Valid(payload):
-			return string(fd.Name())
-		case fd.Kind() == protoreflect.MessageKind:
-			if inner := invalidUTF8(fd.Message(), payload, depth+1); inner != "" {
-				return string(fd.Name()) + "." + inner
-			}
+		if !f(fd, payload) {
+			return
 		}
 	}
-	return ""
+}
+
+// invalidUTF8 names the first string field of b (a message of type md) that
+// is not UTF-8, as a dotted path; "" when there is none.
+func invalidUTF8(md protoreflect.MessageDescriptor, b []byte, depth int) string {
+	if depth > 64 {
+		return ""
+	}
+	found := ""
+	eachMessageField(md, b, func(fd protoreflect.FieldDescriptor, payload []byte) bool {
+		switch {
+		case fd.Kind() == protoreflect.StringKind && !utf8.Valid(payload):
+			found = string(fd.Name())
+		case fd.Kind() == protoreflect.MessageKind:
+			if inner := invalidUTF8(fd.Message(), payload, depth+1); inner != "" {
+				found = string(fd.Name()) + "." + inner
+			}
+		}
+		return found == ""
+	})
+	return found
 }
 
 // markedInvalidUTF8 returns the field utf8Codec marked on m as not UTF-8.
