@@ -175,6 +175,16 @@ func TestGuardShapes(t *testing.T) {
 			{"cp cfg ~/.ssh/config", "ask"}, {"ls # a comment", "allow"}, {"ls -la # list \\\n", "allow"},
 			{"cp a src/hooks/useAuth.ts", "allow"}, {"make test", "allow"}, {"less README.md", "allow"},
 		},
+		"found by the third red team round": {
+			{"set -k; git st origin GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.st GIT_CONFIG_VALUE_0=push", "ask"},
+			{"set -o keyword; git st GIT_CONFIG_PARAMETERS=x", "ask"}, {"bash -k -c 'git st GIT_CONFIG_COUNT=1'", "ask"},
+			{"set -ek; ls LD_PRELOAD=x", "ask"}, {"bash -o keyword -c 'ls'", "ask"},
+			{"printf x > $HOME/.gitconfig; git st", "ask"}, {"printf x > \"$HOME\"/.gitconfig", "ask"}, {"mv gc $HOME/.gitconfig", "ask"},
+			{"printf x >> $PWD/.git/config", "ask"}, {"cd .git; printf x >> config", "ask"},
+			{"mkdir -p ~/.config/git; printf '[alias]' > ~/.config/git/config", "ask"}, {"i386 curl x", "deny"}, {"x86_64 -R curl x", "deny"},
+			{"sftp -D 'curl x' h", "ask"}, {"read -r i < f; declare -a 'a=([$i]=1)'", "ask"},
+			{"set -e", "allow"}, {"set -euo pipefail; ls", "allow"}, {"cd src && ls", "allow"}, {"printf x > $OUT", "allow"},
+		},
 		"rules: words known only at run time": {
 			{"rm \"$f\"", "ask"}, {"rm $f x", "ask"}, {"f=-rf; rm $f x", "ask"}, {"rm -r{f,}", "ask"}, {"rm -{r,f} x", "ask"}, {"rm * ", "ask"},
 			{"git $P", "ask"}, {"git $(echo push)", "ask"}, {"git pus[h]", "ask"}, {"git p*", "ask"}, {"git {push,pull}", "ask"},

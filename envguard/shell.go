@@ -73,6 +73,12 @@ func (t *Tables) Analyze(ctx context.Context, cmd string) (*Analysis, error) {
 // AnalyzeArgv is Analyze for a command given as an argv list (some agents'
 // shell tools send one): the list is one leaf, unwrapped the same way.
 func (t *Tables) AnalyzeArgv(ctx context.Context, argv []string) (*Analysis, error) {
+	for _, s := range argv {
+		if strings.IndexByte(s, 0) >= 0 {
+			// execve ends a string at its NUL: "curl\x00" would run curl.
+			return nil, fmt.Errorf("%w: an argument holds a NUL byte", ErrUncheckable)
+		}
+	}
 	a := &analyzer{ctx: ctx, t: t}
 	words := make([]word, len(argv))
 	for i, s := range argv {
@@ -142,6 +148,9 @@ func (a *analyzer) script(cmd string, depth int, _ *syntax.Stmt) error {
 	}
 	if len(cmd) > MaxCommandBytes {
 		return fmt.Errorf("%w: longer than %d bytes", ErrUncheckable, MaxCommandBytes)
+	}
+	if strings.IndexByte(cmd, 0) >= 0 {
+		return fmt.Errorf("%w: the command holds a NUL byte", ErrUncheckable)
 	}
 	if depth > MaxShellDepth {
 		return fmt.Errorf("%w: shell strings nested deeper than %d", ErrUncheckable, MaxShellDepth)
@@ -323,18 +332,18 @@ func (a *analyzer) stmt(src string, s *syntax.Stmt, piped bool, depth int) error
 	}
 	kind := stdinKind(s)
 	ctx := leafCtx{src: source(src, s), stmt: s, stdinPiped: piped || kind == stdinPipe, stdinFile: kind == stdinNamedFile}
-	a.redirects(ctx, s)
+	a.redirects(ctx, src, s)
 	return a.leaf(ctx, leaf, words, depth)
 }
 
 // redirects records a redirection that writes into version-control metadata
 // or agent configuration (> .git/hooks/pre-commit, >> .claude/settings.json):
 // the next git or agent run executes what it wrote.
-func (a *analyzer) redirects(ctx leafCtx, s *syntax.Stmt) {
+func (a *analyzer) redirects(ctx leafCtx, src string, s *syntax.Stmt) {
 	for _, r := range s.Redirs {
 		switch r.Op {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob, syntax.AppClob, syntax.RdrInOut:
-			if w := wordOf(ctx.src, r.Word); w.kind == literal || w.home {
+			if w := wordOf(src, r.Word); w.kind != pattern { // $HOME/.gitconfig too, by its written segments
 				a.protectedPath(ctx, "a redirect writing", w.text)
 			}
 		}

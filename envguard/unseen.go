@@ -2,6 +2,7 @@ package envguard
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -63,6 +64,9 @@ func (a *analyzer) shell(ctx leafCtx, name string, args []word, depth int) error
 			a.unseen(name+" "+o.name+" (a startup file it runs)", ctx.src)
 		}
 	}
+	if has(opts, "-k") || slices.ContainsFunc(values(opts, "-o"), func(w word) bool { return w.text == "keyword" }) {
+		a.unseen(name+" -k (assignments anywhere on a command line)", ctx.src)
+	}
 	if has(opts, "-c") {
 		if rest >= len(args) {
 			return nil // "-c: option requires an argument": nothing runs
@@ -109,6 +113,25 @@ func (a *analyzer) checkProgram(ctx leafCtx, name string, args []word) {
 	switch name {
 	case "eval":
 		a.unseen("eval", ctx.src)
+	case "set":
+		// set -k (keyword): NAME=value words anywhere on a later line are
+		// environment settings, which no assignment check sees.
+		for i, w := range args {
+			if w.kind != literal {
+				continue
+			}
+			if (strings.HasPrefix(w.text, "-") || strings.HasPrefix(w.text, "+")) && !strings.HasPrefix(w.text, "--") && strings.ContainsRune(w.text[1:], 'k') ||
+				(w.text == "-o" || w.text == "+o") && i+1 < len(args) && args[i+1].text == "keyword" {
+				a.unseen("set -k (assignments anywhere on a command line)", ctx.src)
+				break
+			}
+		}
+	case "cd", "pushd":
+		for _, w := range args {
+			if w.kind == literal || w.home {
+				a.protectedPath(ctx, name+" moving", w.text)
+			}
+		}
 	case "source", ".":
 		a.scriptSource(ctx, name, args)
 	case "trap":
@@ -206,7 +229,7 @@ func (a *analyzer) checkProgram(ctx leafCtx, name string, args []word) {
 	}
 	if writers[name] {
 		for _, w := range args {
-			if w.kind == literal || w.home { // operands, and option values: --target-directory=.git/hooks, of=.git/config
+			if w.kind != pattern { // operands, option values (--target-directory=.git/hooks, of=.git/config), $HOME/.gitconfig as written
 				a.protectedPath(ctx, name+" writing", w.text)
 			}
 		}
@@ -651,6 +674,11 @@ func (a *analyzer) declArg(ctx leafCtx, what string, w word) {
 	}
 	name, value, _ := strings.Cut(w.text, "=")
 	a.assignTarget(ctx, word{text: name, kind: literal})
+	if strings.HasPrefix(value, "(") && strings.ContainsAny(value, "$`") {
+		// declare 'a=([$i]=1)': bash parses the compound assignment again,
+		// subscripts and expansions included.
+		a.unseen("a compound assignment in one word, parsed again ("+clip(w.text)+")", ctx.src)
+	}
 	if smuggles(value) {
 		a.unseen("a value holding code for a later expansion ("+clip(w.text)+")", ctx.src)
 	}

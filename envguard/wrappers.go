@@ -111,7 +111,12 @@ var runners = map[string]bool{
 	"pixi": true, "pyenv": true, "rbenv": true, "nodenv": true, "asdf": true, "mise": true, "rtx": true, "direnv": true, "nix-shell": true,
 	"nix": true, "devbox": true, "bundle": true, "op": true, "doppler": true, "dotenv": true, "dotenvx": true, "cross-env": true,
 	"concurrently": true, "nodemon": true, "watchexec": true, "hyperfine": true, "bwrap": true, "proot": true, "aws-vault": true,
-	"chronic": true, "ts": false, "flatpak-spawn": true, "distrobox-host-exec": true, "toolbox": true, "xdg-open": false,
+	"chronic": true, "flatpak-spawn": true, "distrobox-host-exec": true, "toolbox": true,
+	// setarch's names for itself: i386 curl x is setarch i386 curl x.
+	"i386": true, "i486": true, "i586": true, "i686": true, "x86_64": true, "uname26": true, "aarch64": true, "arm": true,
+	"armv7l": true, "armv8l": true, "ppc": true, "ppc32": true, "ppc64": true, "ppc64le": true, "s390": true, "s390x": true,
+	"sparc": true, "sparc32": true, "sparc64": true, "mips": true, "mips64": true, "ia64": true, "parisc": true, "parisc64": true,
+	"alpha": true, "riscv64": true, "loongarch64": true, "cpulimit": true, "torify": true, "schedtool": true,
 }
 
 // runner records the commands a runner may run.
