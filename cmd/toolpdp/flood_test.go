@@ -373,7 +373,10 @@ func (f *flood) codeSummary() string {
 	return strings.Join(parts, " ")
 }
 
-// plainDecideIsQuick: after the flood a plain Read is answered within a second.
+// plainDecideIsQuick: after the flood a plain Read is answered within
+// three seconds — on two cores under -race beside other work, a second is
+// what an idle machine gives; a wedged server (CPU still spent on the
+// flood, a lock held) takes longer or never answers.
 func (f *flood) plainDecideIsQuick(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -384,7 +387,7 @@ func (f *flood) plainDecideIsQuick(t *testing.T) {
 	if err != nil || resp.Decision != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("a plain Read after the flood: %v %v\n%s", resp, err, f.p.stderr.String())
 	}
-	if took > time.Second {
+	if took > 3*time.Second {
 		t.Errorf("a plain Read after the flood took %v", took)
 	}
 	t.Logf("a plain Read after the flood: %v", took.Round(time.Microsecond))

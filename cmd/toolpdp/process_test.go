@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,6 +117,26 @@ func waitServing(t *testing.T, conn *grpc.ClientConn, p *process) {
 	}
 }
 
+// decideStarted reports whether the server at metricsAddr has started
+// handling a Decide (grpc_server_started_total).
+func decideStarted(metricsAddr string) bool {
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "grpc_server_started_total{") && strings.Contains(line, `grpc_method="Decide"`) && !strings.HasSuffix(line, " 0") {
+			return true
+		}
+	}
+	return false
+}
+
 // A slow guardrail keeps one Decide in flight for about a second.
 const slowGuardrail = `package guardrails.slow
 
@@ -138,7 +160,13 @@ func TestUnixSocketModeAndGracefulShutdown(t *testing.T) {
 	l.Close()
 
 	bundle := bundleDir(t, map[string]string{"agents/data.json": `{"default": {}}`, "guardrails/slow/slow.rego": slowGuardrail})
-	p := start(t, "serve", "--bundle", bundle, "--listen", "unix://"+sock, "--metrics-listen", "", "--decision-log", "off",
+	ml, err := net.Listen("tcp", "127.0.0.1:0") // a free loopback port for /metrics
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := ml.Addr().String()
+	ml.Close()
+	p := start(t, "serve", "--bundle", bundle, "--listen", "unix://"+sock, "--metrics-listen", metricsAddr, "--decision-log", "off",
 		"--eval-timeout", "30s", "--shutdown-grace", "10s")
 	conn := dialUnix(t, sock)
 	waitServing(t, conn, p)
@@ -160,7 +188,14 @@ func TestUnixSocketModeAndGracefulShutdown(t *testing.T) {
 		resp, err := pb.NewDecisionServiceClient(conn).Decide(context.Background(), &pb.DecideRequest{ToolName: "Slow"})
 		inflight <- result{resp, err}
 	}()
-	time.Sleep(300 * time.Millisecond) // the call is being evaluated
+	// The call is in flight once the server has started handling it.
+	deadline := time.Now().Add(20 * time.Second)
+	for !decideStarted(metricsAddr) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow call never started\n%s", p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	sent := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
