@@ -78,7 +78,16 @@ func start(t *testing.T, args ...string) *process {
 // startBinary runs bin with args, killed at the end of the test.
 func startBinary(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
+	return startBinaryEnv(t, bin, nil, args...)
+}
+
+// startBinaryEnv is startBinary with env added to this process's environment.
+func startBinaryEnv(t *testing.T, bin string, env []string, args ...string) *process {
+	t.Helper()
 	p := &process{cmd: exec.Command(bin, args...), stderr: &syncBuf{}, done: make(chan struct{})}
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

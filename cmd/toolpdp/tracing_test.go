@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -50,7 +48,7 @@ func TestServeExportsSpansOverOTLP(t *testing.T) {
 	defer collector.Close()
 
 	sock := filepath.Join(t.TempDir(), "toolpdp.sock")
-	p := startEnv(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_BSP_SCHEDULE_DELAY=50"},
+	p := startBinaryEnv(t, binary(t), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_BSP_SCHEDULE_DELAY=50"},
 		"serve", "--listen", "unix://"+sock, "--metrics-listen", "", "--decision-log", "off")
 	conn := dialUnix(t, sock)
 	waitServing(t, conn, p)
@@ -84,22 +82,4 @@ func TestServeExportsSpansOverOTLP(t *testing.T) {
 	if _, ok := spans["grpc.health.v1.Health/Check"]; ok {
 		t.Errorf("health checks are traced")
 	}
-}
-
-// startEnv runs the built binary with args and extra environment, killed at
-// the end of the test.
-func startEnv(t *testing.T, env []string, args ...string) *process {
-	t.Helper()
-	p := &process{cmd: exec.Command(binary(t), args...), stderr: &syncBuf{}, done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.waitErr = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	})
-	return p
 }
