@@ -1,4 +1,4 @@
-// The toolpdp wire contract (SPEC §1). Names in the upstream contract are fixed:
+// The toolpdp wire contract. Names in the published contract are fixed:
 // clients in other languages, the conformance corpus and users' bundles depend on them.
 // Fields may be added; none may be renumbered or renamed.
 
@@ -26,7 +26,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Category is the caller's safety classification of a tool (seed 000).
+// Category is the caller's safety classification of a tool.
 type Category int32
 
 const (
@@ -126,6 +126,58 @@ func (x Decision) Number() protoreflect.EnumNumber {
 // Deprecated: Use Decision.Descriptor instead.
 func (Decision) EnumDescriptor() ([]byte, []int) {
 	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{1}
+}
+
+type AskState int32
+
+const (
+	AskState_ASK_STATE_UNSPECIFIED AskState = 0
+	AskState_ASK_STATE_PENDING     AskState = 1
+	AskState_ASK_STATE_ANSWERED    AskState = 2
+	AskState_ASK_STATE_EXPIRED     AskState = 3
+)
+
+// Enum value maps for AskState.
+var (
+	AskState_name = map[int32]string{
+		0: "ASK_STATE_UNSPECIFIED",
+		1: "ASK_STATE_PENDING",
+		2: "ASK_STATE_ANSWERED",
+		3: "ASK_STATE_EXPIRED",
+	}
+	AskState_value = map[string]int32{
+		"ASK_STATE_UNSPECIFIED": 0,
+		"ASK_STATE_PENDING":     1,
+		"ASK_STATE_ANSWERED":    2,
+		"ASK_STATE_EXPIRED":     3,
+	}
+)
+
+func (x AskState) Enum() *AskState {
+	p := new(AskState)
+	*p = x
+	return p
+}
+
+func (x AskState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AskState) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolpdp_v1_toolpdp_proto_enumTypes[2].Descriptor()
+}
+
+func (AskState) Type() protoreflect.EnumType {
+	return &file_toolpdp_v1_toolpdp_proto_enumTypes[2]
+}
+
+func (x AskState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AskState.Descriptor instead.
+func (AskState) EnumDescriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{2}
 }
 
 type DecideRequest struct {
@@ -399,10 +451,14 @@ func (x *Reason) GetMessage() string {
 
 // Execution is what a shell tool runs with under an execution policy.
 type Execution struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Env           map[string]string      `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the constructed environment
-	Cwd           string                 `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`                                                                           // the pinned working directory; "" when the policy sets none
-	EnvEnforced   bool                   `protobuf:"varint,3,opt,name=env_enforced,json=envEnforced,proto3" json:"env_enforced,omitempty"`                                       // the tool gets exactly env: an allowlist that kept nothing is {} and true
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Env         map[string]string      `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the constructed environment
+	Cwd         string                 `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`                                                                           // the pinned working directory; "" when the policy sets none
+	EnvEnforced bool                   `protobuf:"varint,3,opt,name=env_enforced,json=envEnforced,proto3" json:"env_enforced,omitempty"`                                       // the tool gets exactly env: an allowlist that kept nothing is {} and true
+	// The effective scopes, resolved, for a confined run; absent: not enforced.
+	ReadPaths     *PathList `protobuf:"bytes,4,opt,name=read_paths,json=readPaths,proto3" json:"read_paths,omitempty"`
+	WritePaths    *PathList `protobuf:"bytes,5,opt,name=write_paths,json=writePaths,proto3" json:"write_paths,omitempty"`
+	Network       string    `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"` // "none" when the policy forbids network use; "" when it does not say
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -458,7 +514,28 @@ func (x *Execution) GetEnvEnforced() bool {
 	return false
 }
 
-// ExecutionPolicy is seed 000's environment axis. Each part is enforced only
+func (x *Execution) GetReadPaths() *PathList {
+	if x != nil {
+		return x.ReadPaths
+	}
+	return nil
+}
+
+func (x *Execution) GetWritePaths() *PathList {
+	if x != nil {
+		return x.WritePaths
+	}
+	return nil
+}
+
+func (x *Execution) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+// ExecutionPolicy is the environment axis. Each part is enforced only
 // when present: an unset list is unrestricted, a set but empty list allows nothing.
 type ExecutionPolicy struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -466,6 +543,7 @@ type ExecutionPolicy struct {
 	Cwd           string                 `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`
 	ReadPaths     *PathList              `protobuf:"bytes,3,opt,name=read_paths,json=readPaths,proto3" json:"read_paths,omitempty"`
 	WritePaths    *PathList              `protobuf:"bytes,4,opt,name=write_paths,json=writePaths,proto3" json:"write_paths,omitempty"`
+	Network       string                 `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"` // "none" forbids network use to shell tools; "" is not enforced
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -526,6 +604,13 @@ func (x *ExecutionPolicy) GetWritePaths() *PathList {
 		return x.WritePaths
 	}
 	return nil
+}
+
+func (x *ExecutionPolicy) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
 }
 
 // PathList wraps a list so that "absent" (not enforced) and "empty" (nothing
@@ -1367,6 +1452,384 @@ func (x *PendingAsk) GetCallId() string {
 	return ""
 }
 
+// AwaitDecisionRequest names the ask by decision_id, or by the call_id its
+// Decide carried together with that Decide's agent_id and session_id.
+type AwaitDecisionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DecisionId    string                 `protobuf:"bytes,1,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	AgentId       string                 `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	SessionId     string                 `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	WaitSeconds   int32                  `protobuf:"varint,5,opt,name=wait_seconds,json=waitSeconds,proto3" json:"wait_seconds,omitempty"` // how long to wait for an answer; 0 answers at once; capped at 60
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AwaitDecisionRequest) Reset() {
+	*x = AwaitDecisionRequest{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AwaitDecisionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AwaitDecisionRequest) ProtoMessage() {}
+
+func (x *AwaitDecisionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AwaitDecisionRequest.ProtoReflect.Descriptor instead.
+func (*AwaitDecisionRequest) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AwaitDecisionRequest) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
+}
+
+func (x *AwaitDecisionRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *AwaitDecisionRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *AwaitDecisionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AwaitDecisionRequest) GetWaitSeconds() int32 {
+	if x != nil {
+		return x.WaitSeconds
+	}
+	return 0
+}
+
+type AwaitDecisionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         AskState               `protobuf:"varint,1,opt,name=state,proto3,enum=toolpdp.v1.AskState" json:"state,omitempty"`
+	Decision      Decision               `protobuf:"varint,2,opt,name=decision,proto3,enum=toolpdp.v1.Decision" json:"decision,omitempty"` // ANSWERED: ALLOW or DENY; EXPIRED: DENY
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`                             // a deny's message: the person's deny_message when they gave one
+	Execution     *Execution             `protobuf:"bytes,4,opt,name=execution,proto3" json:"execution,omitempty"`                         // an allow's execution, as Decide would have returned it
+	Halt          bool                   `protobuf:"varint,5,opt,name=halt,proto3" json:"halt,omitempty"`
+	DecisionId    string                 `protobuf:"bytes,6,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AwaitDecisionResponse) Reset() {
+	*x = AwaitDecisionResponse{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AwaitDecisionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AwaitDecisionResponse) ProtoMessage() {}
+
+func (x *AwaitDecisionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AwaitDecisionResponse.ProtoReflect.Descriptor instead.
+func (*AwaitDecisionResponse) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AwaitDecisionResponse) GetState() AskState {
+	if x != nil {
+		return x.State
+	}
+	return AskState_ASK_STATE_UNSPECIFIED
+}
+
+func (x *AwaitDecisionResponse) GetDecision() Decision {
+	if x != nil {
+		return x.Decision
+	}
+	return Decision_DECISION_UNSPECIFIED
+}
+
+func (x *AwaitDecisionResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AwaitDecisionResponse) GetExecution() *Execution {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
+func (x *AwaitDecisionResponse) GetHalt() bool {
+	if x != nil {
+		return x.Halt
+	}
+	return false
+}
+
+func (x *AwaitDecisionResponse) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
+}
+
+type ToolRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolRef) Reset() {
+	*x = ToolRef{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolRef) ProtoMessage() {}
+
+func (x *ToolRef) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolRef.ProtoReflect.Descriptor instead.
+func (*ToolRef) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ToolRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolRef) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+type FilterToolsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	SessionId     string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Tools         []*ToolRef             `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilterToolsRequest) Reset() {
+	*x = FilterToolsRequest{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilterToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilterToolsRequest) ProtoMessage() {}
+
+func (x *FilterToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilterToolsRequest.ProtoReflect.Descriptor instead.
+func (*FilterToolsRequest) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *FilterToolsRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *FilterToolsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *FilterToolsRequest) GetTools() []*ToolRef {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+type FilterToolsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Visible       []*ToolRef             `protobuf:"bytes,1,rep,name=visible,proto3" json:"visible,omitempty"`
+	Hidden        []*HiddenTool          `protobuf:"bytes,2,rep,name=hidden,proto3" json:"hidden,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilterToolsResponse) Reset() {
+	*x = FilterToolsResponse{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilterToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilterToolsResponse) ProtoMessage() {}
+
+func (x *FilterToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilterToolsResponse.ProtoReflect.Descriptor instead.
+func (*FilterToolsResponse) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *FilterToolsResponse) GetVisible() []*ToolRef {
+	if x != nil {
+		return x.Visible
+	}
+	return nil
+}
+
+func (x *FilterToolsResponse) GetHidden() []*HiddenTool {
+	if x != nil {
+		return x.Hidden
+	}
+	return nil
+}
+
+type HiddenTool struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tool          *ToolRef               `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HiddenTool) Reset() {
+	*x = HiddenTool{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HiddenTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HiddenTool) ProtoMessage() {}
+
+func (x *HiddenTool) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HiddenTool.ProtoReflect.Descriptor instead.
+func (*HiddenTool) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *HiddenTool) GetTool() *ToolRef {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *HiddenTool) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_toolpdp_v1_toolpdp_proto protoreflect.FileDescriptor
 
 const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
@@ -1400,21 +1863,27 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x04axis\x18\x01 \x01(\tR\x04axis\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12,\n" +
 	"\x06effect\x18\x03 \x01(\x0e2\x14.toolpdp.v1.DecisionR\x06effect\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xaa\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xb0\x02\n" +
 	"\tExecution\x120\n" +
 	"\x03env\x18\x01 \x03(\v2\x1e.toolpdp.v1.Execution.EnvEntryR\x03env\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12!\n" +
-	"\fenv_enforced\x18\x03 \x01(\bR\venvEnforced\x1a6\n" +
+	"\fenv_enforced\x18\x03 \x01(\bR\venvEnforced\x123\n" +
+	"\n" +
+	"read_paths\x18\x04 \x01(\v2\x14.toolpdp.v1.PathListR\treadPaths\x125\n" +
+	"\vwrite_paths\x18\x05 \x01(\v2\x14.toolpdp.v1.PathListR\n" +
+	"writePaths\x12\x18\n" +
+	"\anetwork\x18\x06 \x01(\tR\anetwork\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x01\n" +
 	"\x0fExecutionPolicy\x12%\n" +
 	"\x03env\x18\x01 \x01(\v2\x13.toolpdp.v1.EnvSpecR\x03env\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x123\n" +
 	"\n" +
 	"read_paths\x18\x03 \x01(\v2\x14.toolpdp.v1.PathListR\treadPaths\x125\n" +
 	"\vwrite_paths\x18\x04 \x01(\v2\x14.toolpdp.v1.PathListR\n" +
-	"writePaths\" \n" +
+	"writePaths\x12\x18\n" +
+	"\anetwork\x18\x05 \x01(\tR\anetwork\" \n" +
 	"\bPathList\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\"f\n" +
 	"\aEnvSpec\x12\x12\n" +
@@ -1479,7 +1948,38 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\ttool_name\x18\x04 \x01(\tR\btoolName\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12,\n" +
 	"\x12created_unix_nanos\x18\x06 \x01(\x03R\x10createdUnixNanos\x12\x17\n" +
-	"\acall_id\x18\a \x01(\tR\x06callId*I\n" +
+	"\acall_id\x18\a \x01(\tR\x06callId\"\xad\x01\n" +
+	"\x14AwaitDecisionRequest\x12\x1f\n" +
+	"\vdecision_id\x18\x01 \x01(\tR\n" +
+	"decisionId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x19\n" +
+	"\bagent_id\x18\x03 \x01(\tR\aagentId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x04 \x01(\tR\tsessionId\x12!\n" +
+	"\fwait_seconds\x18\x05 \x01(\x05R\vwaitSeconds\"\xf9\x01\n" +
+	"\x15AwaitDecisionResponse\x12*\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x14.toolpdp.v1.AskStateR\x05state\x120\n" +
+	"\bdecision\x18\x02 \x01(\x0e2\x14.toolpdp.v1.DecisionR\bdecision\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x123\n" +
+	"\texecution\x18\x04 \x01(\v2\x15.toolpdp.v1.ExecutionR\texecution\x12\x12\n" +
+	"\x04halt\x18\x05 \x01(\bR\x04halt\x12\x1f\n" +
+	"\vdecision_id\x18\x06 \x01(\tR\n" +
+	"decisionId\"5\n" +
+	"\aToolRef\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\"y\n" +
+	"\x12FilterToolsRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12)\n" +
+	"\x05tools\x18\x03 \x03(\v2\x13.toolpdp.v1.ToolRefR\x05tools\"t\n" +
+	"\x13FilterToolsResponse\x12-\n" +
+	"\avisible\x18\x01 \x03(\v2\x13.toolpdp.v1.ToolRefR\avisible\x12.\n" +
+	"\x06hidden\x18\x02 \x03(\v2\x16.toolpdp.v1.HiddenToolR\x06hidden\"M\n" +
+	"\n" +
+	"HiddenTool\x12'\n" +
+	"\x04tool\x18\x01 \x01(\v2\x13.toolpdp.v1.ToolRefR\x04tool\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason*I\n" +
 	"\bCategory\x12\x18\n" +
 	"\x14CATEGORY_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rCATEGORY_SAFE\x10\x01\x12\x10\n" +
@@ -1488,7 +1988,12 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_ALLOW\x10\x01\x12\x11\n" +
 	"\rDECISION_DENY\x10\x02\x12\x10\n" +
-	"\fDECISION_ASK\x10\x032\xc7\x03\n" +
+	"\fDECISION_ASK\x10\x03*k\n" +
+	"\bAskState\x12\x19\n" +
+	"\x15ASK_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11ASK_STATE_PENDING\x10\x01\x12\x16\n" +
+	"\x12ASK_STATE_ANSWERED\x10\x02\x12\x15\n" +
+	"\x11ASK_STATE_EXPIRED\x10\x032\xed\x04\n" +
 	"\x0fDecisionService\x12?\n" +
 	"\x06Decide\x12\x19.toolpdp.v1.DecideRequest\x1a\x1a.toolpdp.v1.DecideResponse\x12B\n" +
 	"\aConfirm\x12\x1a.toolpdp.v1.ConfirmRequest\x1a\x1b.toolpdp.v1.ConfirmResponse\x12Q\n" +
@@ -1496,7 +2001,9 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\n" +
 	"EndSession\x12\x1d.toolpdp.v1.EndSessionRequest\x1a\x1e.toolpdp.v1.EndSessionResponse\x12?\n" +
 	"\x06Status\x12\x19.toolpdp.v1.StatusRequest\x1a\x1a.toolpdp.v1.StatusResponse\x12N\n" +
-	"\vListPending\x12\x1e.toolpdp.v1.ListPendingRequest\x1a\x1f.toolpdp.v1.ListPendingResponseB7Z5github.com/toolpdp/toolpdp/proto/toolpdp/v1;toolpdpv1b\x06proto3"
+	"\vListPending\x12\x1e.toolpdp.v1.ListPendingRequest\x1a\x1f.toolpdp.v1.ListPendingResponse\x12T\n" +
+	"\rAwaitDecision\x12 .toolpdp.v1.AwaitDecisionRequest\x1a!.toolpdp.v1.AwaitDecisionResponse\x12N\n" +
+	"\vFilterTools\x12\x1e.toolpdp.v1.FilterToolsRequest\x1a\x1f.toolpdp.v1.FilterToolsResponseB7Z5github.com/toolpdp/toolpdp/proto/toolpdp/v1;toolpdpv1b\x06proto3"
 
 var (
 	file_toolpdp_v1_toolpdp_proto_rawDescOnce sync.Once
@@ -1510,67 +2017,87 @@ func file_toolpdp_v1_toolpdp_proto_rawDescGZIP() []byte {
 	return file_toolpdp_v1_toolpdp_proto_rawDescData
 }
 
-var file_toolpdp_v1_toolpdp_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_toolpdp_v1_toolpdp_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
-	(Category)(0),                // 0: toolpdp.v1.Category
-	(Decision)(0),                // 1: toolpdp.v1.Decision
-	(*DecideRequest)(nil),        // 2: toolpdp.v1.DecideRequest
-	(*DecideResponse)(nil),       // 3: toolpdp.v1.DecideResponse
-	(*Reason)(nil),               // 4: toolpdp.v1.Reason
-	(*Execution)(nil),            // 5: toolpdp.v1.Execution
-	(*ExecutionPolicy)(nil),      // 6: toolpdp.v1.ExecutionPolicy
-	(*PathList)(nil),             // 7: toolpdp.v1.PathList
-	(*EnvSpec)(nil),              // 8: toolpdp.v1.EnvSpec
-	(*ConfirmRequest)(nil),       // 9: toolpdp.v1.ConfirmRequest
-	(*ConfirmResponse)(nil),      // 10: toolpdp.v1.ConfirmResponse
-	(*ReportResultRequest)(nil),  // 11: toolpdp.v1.ReportResultRequest
-	(*ReportResultResponse)(nil), // 12: toolpdp.v1.ReportResultResponse
-	(*EndSessionRequest)(nil),    // 13: toolpdp.v1.EndSessionRequest
-	(*EndSessionResponse)(nil),   // 14: toolpdp.v1.EndSessionResponse
-	(*StatusRequest)(nil),        // 15: toolpdp.v1.StatusRequest
-	(*StatusResponse)(nil),       // 16: toolpdp.v1.StatusResponse
-	(*BundleStatus)(nil),         // 17: toolpdp.v1.BundleStatus
-	(*ListPendingRequest)(nil),   // 18: toolpdp.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),  // 19: toolpdp.v1.ListPendingResponse
-	(*PendingAsk)(nil),           // 20: toolpdp.v1.PendingAsk
-	nil,                          // 21: toolpdp.v1.DecideRequest.EnvEntry
-	nil,                          // 22: toolpdp.v1.Execution.EnvEntry
-	(*structpb.Struct)(nil),      // 23: google.protobuf.Struct
+	(Category)(0),                 // 0: toolpdp.v1.Category
+	(Decision)(0),                 // 1: toolpdp.v1.Decision
+	(AskState)(0),                 // 2: toolpdp.v1.AskState
+	(*DecideRequest)(nil),         // 3: toolpdp.v1.DecideRequest
+	(*DecideResponse)(nil),        // 4: toolpdp.v1.DecideResponse
+	(*Reason)(nil),                // 5: toolpdp.v1.Reason
+	(*Execution)(nil),             // 6: toolpdp.v1.Execution
+	(*ExecutionPolicy)(nil),       // 7: toolpdp.v1.ExecutionPolicy
+	(*PathList)(nil),              // 8: toolpdp.v1.PathList
+	(*EnvSpec)(nil),               // 9: toolpdp.v1.EnvSpec
+	(*ConfirmRequest)(nil),        // 10: toolpdp.v1.ConfirmRequest
+	(*ConfirmResponse)(nil),       // 11: toolpdp.v1.ConfirmResponse
+	(*ReportResultRequest)(nil),   // 12: toolpdp.v1.ReportResultRequest
+	(*ReportResultResponse)(nil),  // 13: toolpdp.v1.ReportResultResponse
+	(*EndSessionRequest)(nil),     // 14: toolpdp.v1.EndSessionRequest
+	(*EndSessionResponse)(nil),    // 15: toolpdp.v1.EndSessionResponse
+	(*StatusRequest)(nil),         // 16: toolpdp.v1.StatusRequest
+	(*StatusResponse)(nil),        // 17: toolpdp.v1.StatusResponse
+	(*BundleStatus)(nil),          // 18: toolpdp.v1.BundleStatus
+	(*ListPendingRequest)(nil),    // 19: toolpdp.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),   // 20: toolpdp.v1.ListPendingResponse
+	(*PendingAsk)(nil),            // 21: toolpdp.v1.PendingAsk
+	(*AwaitDecisionRequest)(nil),  // 22: toolpdp.v1.AwaitDecisionRequest
+	(*AwaitDecisionResponse)(nil), // 23: toolpdp.v1.AwaitDecisionResponse
+	(*ToolRef)(nil),               // 24: toolpdp.v1.ToolRef
+	(*FilterToolsRequest)(nil),    // 25: toolpdp.v1.FilterToolsRequest
+	(*FilterToolsResponse)(nil),   // 26: toolpdp.v1.FilterToolsResponse
+	(*HiddenTool)(nil),            // 27: toolpdp.v1.HiddenTool
+	nil,                           // 28: toolpdp.v1.DecideRequest.EnvEntry
+	nil,                           // 29: toolpdp.v1.Execution.EnvEntry
+	(*structpb.Struct)(nil),       // 30: google.protobuf.Struct
 }
 var file_toolpdp_v1_toolpdp_proto_depIdxs = []int32{
 	0,  // 0: toolpdp.v1.DecideRequest.category:type_name -> toolpdp.v1.Category
-	23, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
-	21, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
-	6,  // 3: toolpdp.v1.DecideRequest.execution_policy:type_name -> toolpdp.v1.ExecutionPolicy
+	30, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
+	28, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
+	7,  // 3: toolpdp.v1.DecideRequest.execution_policy:type_name -> toolpdp.v1.ExecutionPolicy
 	1,  // 4: toolpdp.v1.DecideResponse.decision:type_name -> toolpdp.v1.Decision
-	4,  // 5: toolpdp.v1.DecideResponse.reasons:type_name -> toolpdp.v1.Reason
-	5,  // 6: toolpdp.v1.DecideResponse.execution:type_name -> toolpdp.v1.Execution
+	5,  // 5: toolpdp.v1.DecideResponse.reasons:type_name -> toolpdp.v1.Reason
+	6,  // 6: toolpdp.v1.DecideResponse.execution:type_name -> toolpdp.v1.Execution
 	1,  // 7: toolpdp.v1.Reason.effect:type_name -> toolpdp.v1.Decision
-	22, // 8: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
-	8,  // 9: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
-	7,  // 10: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
-	7,  // 11: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
-	1,  // 12: toolpdp.v1.ConfirmResponse.decision:type_name -> toolpdp.v1.Decision
-	17, // 13: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
-	20, // 14: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
-	2,  // 15: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
-	9,  // 16: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
-	11, // 17: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
-	13, // 18: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
-	15, // 19: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
-	18, // 20: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
-	3,  // 21: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
-	10, // 22: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
-	12, // 23: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
-	14, // 24: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
-	16, // 25: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
-	19, // 26: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
-	21, // [21:27] is the sub-list for method output_type
-	15, // [15:21] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	29, // 8: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
+	8,  // 9: toolpdp.v1.Execution.read_paths:type_name -> toolpdp.v1.PathList
+	8,  // 10: toolpdp.v1.Execution.write_paths:type_name -> toolpdp.v1.PathList
+	9,  // 11: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
+	8,  // 12: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
+	8,  // 13: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
+	1,  // 14: toolpdp.v1.ConfirmResponse.decision:type_name -> toolpdp.v1.Decision
+	18, // 15: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
+	21, // 16: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
+	2,  // 17: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
+	1,  // 18: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
+	6,  // 19: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
+	24, // 20: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
+	24, // 21: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
+	27, // 22: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
+	24, // 23: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
+	3,  // 24: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
+	10, // 25: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
+	12, // 26: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
+	14, // 27: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
+	16, // 28: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
+	19, // 29: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
+	22, // 30: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
+	25, // 31: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
+	4,  // 32: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
+	11, // 33: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
+	13, // 34: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
+	15, // 35: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
+	17, // 36: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
+	20, // 37: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
+	23, // 38: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
+	26, // 39: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
+	32, // [32:40] is the sub-list for method output_type
+	24, // [24:32] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_toolpdp_v1_toolpdp_proto_init() }
@@ -1583,8 +2110,8 @@ func file_toolpdp_v1_toolpdp_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolpdp_v1_toolpdp_proto_rawDesc), len(file_toolpdp_v1_toolpdp_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   21,
+			NumEnums:      3,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,4 +1,4 @@
-// The toolpdp wire contract (SPEC §1). Names in the upstream contract are fixed:
+// The toolpdp wire contract. Names in the published contract are fixed:
 // clients in other languages, the conformance corpus and users' bundles depend on them.
 // Fields may be added; none may be renumbered or renamed.
 
@@ -23,12 +23,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	DecisionService_Decide_FullMethodName       = "/toolpdp.v1.DecisionService/Decide"
-	DecisionService_Confirm_FullMethodName      = "/toolpdp.v1.DecisionService/Confirm"
-	DecisionService_ReportResult_FullMethodName = "/toolpdp.v1.DecisionService/ReportResult"
-	DecisionService_EndSession_FullMethodName   = "/toolpdp.v1.DecisionService/EndSession"
-	DecisionService_Status_FullMethodName       = "/toolpdp.v1.DecisionService/Status"
-	DecisionService_ListPending_FullMethodName  = "/toolpdp.v1.DecisionService/ListPending"
+	DecisionService_Decide_FullMethodName        = "/toolpdp.v1.DecisionService/Decide"
+	DecisionService_Confirm_FullMethodName       = "/toolpdp.v1.DecisionService/Confirm"
+	DecisionService_ReportResult_FullMethodName  = "/toolpdp.v1.DecisionService/ReportResult"
+	DecisionService_EndSession_FullMethodName    = "/toolpdp.v1.DecisionService/EndSession"
+	DecisionService_Status_FullMethodName        = "/toolpdp.v1.DecisionService/Status"
+	DecisionService_ListPending_FullMethodName   = "/toolpdp.v1.DecisionService/ListPending"
+	DecisionService_AwaitDecision_FullMethodName = "/toolpdp.v1.DecisionService/AwaitDecision"
+	DecisionService_FilterTools_FullMethodName   = "/toolpdp.v1.DecisionService/FilterTools"
 )
 
 // DecisionServiceClient is the client API for DecisionService service.
@@ -52,6 +54,12 @@ type DecisionServiceClient interface {
 	// ListPending lists the asks still waiting for a person, oldest first,
 	// a page at a time.
 	ListPending(ctx context.Context, in *ListPendingRequest, opts ...grpc.CallOption) (*ListPendingResponse, error)
+	// AwaitDecision waits, up to wait_seconds (capped at 60), for a person's
+	// answer to an ask. It never answers one: only Confirm does.
+	AwaitDecision(ctx context.Context, in *AwaitDecisionRequest, opts ...grpc.CallOption) (*AwaitDecisionResponse, error)
+	// FilterTools says which of the given tools some call could allow or ask
+	// for this agent, and why each hidden one is hidden.
+	FilterTools(ctx context.Context, in *FilterToolsRequest, opts ...grpc.CallOption) (*FilterToolsResponse, error)
 }
 
 type decisionServiceClient struct {
@@ -122,6 +130,26 @@ func (c *decisionServiceClient) ListPending(ctx context.Context, in *ListPending
 	return out, nil
 }
 
+func (c *decisionServiceClient) AwaitDecision(ctx context.Context, in *AwaitDecisionRequest, opts ...grpc.CallOption) (*AwaitDecisionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AwaitDecisionResponse)
+	err := c.cc.Invoke(ctx, DecisionService_AwaitDecision_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *decisionServiceClient) FilterTools(ctx context.Context, in *FilterToolsRequest, opts ...grpc.CallOption) (*FilterToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FilterToolsResponse)
+	err := c.cc.Invoke(ctx, DecisionService_FilterTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DecisionServiceServer is the server API for DecisionService service.
 // All implementations must embed UnimplementedDecisionServiceServer
 // for forward compatibility.
@@ -143,6 +171,12 @@ type DecisionServiceServer interface {
 	// ListPending lists the asks still waiting for a person, oldest first,
 	// a page at a time.
 	ListPending(context.Context, *ListPendingRequest) (*ListPendingResponse, error)
+	// AwaitDecision waits, up to wait_seconds (capped at 60), for a person's
+	// answer to an ask. It never answers one: only Confirm does.
+	AwaitDecision(context.Context, *AwaitDecisionRequest) (*AwaitDecisionResponse, error)
+	// FilterTools says which of the given tools some call could allow or ask
+	// for this agent, and why each hidden one is hidden.
+	FilterTools(context.Context, *FilterToolsRequest) (*FilterToolsResponse, error)
 	mustEmbedUnimplementedDecisionServiceServer()
 }
 
@@ -170,6 +204,12 @@ func (UnimplementedDecisionServiceServer) Status(context.Context, *StatusRequest
 }
 func (UnimplementedDecisionServiceServer) ListPending(context.Context, *ListPendingRequest) (*ListPendingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPending not implemented")
+}
+func (UnimplementedDecisionServiceServer) AwaitDecision(context.Context, *AwaitDecisionRequest) (*AwaitDecisionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AwaitDecision not implemented")
+}
+func (UnimplementedDecisionServiceServer) FilterTools(context.Context, *FilterToolsRequest) (*FilterToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FilterTools not implemented")
 }
 func (UnimplementedDecisionServiceServer) mustEmbedUnimplementedDecisionServiceServer() {}
 func (UnimplementedDecisionServiceServer) testEmbeddedByValue()                         {}
@@ -300,6 +340,42 @@ func _DecisionService_ListPending_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DecisionService_AwaitDecision_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AwaitDecisionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DecisionServiceServer).AwaitDecision(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DecisionService_AwaitDecision_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DecisionServiceServer).AwaitDecision(ctx, req.(*AwaitDecisionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DecisionService_FilterTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FilterToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DecisionServiceServer).FilterTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DecisionService_FilterTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DecisionServiceServer).FilterTools(ctx, req.(*FilterToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DecisionService_ServiceDesc is the grpc.ServiceDesc for DecisionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -330,6 +406,14 @@ var DecisionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPending",
 			Handler:    _DecisionService_ListPending_Handler,
+		},
+		{
+			MethodName: "AwaitDecision",
+			Handler:    _DecisionService_AwaitDecision_Handler,
+		},
+		{
+			MethodName: "FilterTools",
+			Handler:    _DecisionService_FilterTools_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
