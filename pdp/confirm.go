@@ -1,6 +1,7 @@
 package pdp
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"strconv"
@@ -22,7 +23,7 @@ const MaxReportErrorBytes = 16 << 10
 // (INVALID_ARGUMENT), then the id (NOT_FOUND: unknown, expired, or another
 // workspace's), then its state (FAILED_PRECONDITION: not an ask, or
 // answered before).
-func (e *Engine) Confirm(ws string, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
+func (e *Engine) Confirm(ctx context.Context, ws string, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
 	var answer pb.Decision
 	switch req.GetResult() {
 	case "allow":
@@ -38,13 +39,13 @@ func (e *Engine) Confirm(ws string, req *pb.ConfirmRequest) (*pb.ConfirmResponse
 	default:
 		return nil, errorf(InvalidArgument, "result: %q is not \"allow\" or \"deny\"", req.GetResult())
 	}
-	id, err := e.callID(ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
+	id, err := e.callID(ctx, ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
 	now := e.cfg.Now()
 	revoked := false
-	ask, found, answered := e.pending.Answer(id, ws, func(c *session.Call) pb.Decision {
+	ask, found, answered, halt, err := e.state.store.Answer(ctx, id, ws, func(c *session.Call) pb.Decision {
 		// A person's allow cannot bring back an agent the policy removed:
 		// its calls are denied, asks still pending included.
 		if answer == pb.Decision_DECISION_ALLOW && e.removed(c.AgentID) {
@@ -53,6 +54,9 @@ func (e *Engine) Confirm(ws string, req *pb.ConfirmRequest) (*pb.ConfirmResponse
 		}
 		return answer
 	}, now)
+	if e.state.result("answer", err) != nil {
+		return nil, storeError(err)
+	}
 	switch {
 	case found == session.Expired:
 		return nil, errorf(NotFound, "decision_id: %q expired before it was confirmed", id)
@@ -64,14 +68,16 @@ func (e *Engine) Confirm(ws string, req *pb.ConfirmRequest) (*pb.ConfirmResponse
 		return nil, errorf(FailedPrecondition, "decision_id: %q was answered before (%s); an ask is answered once", id, policy.EffectName(ask.Answer))
 	}
 	answer = ask.Answer
-	halt := e.sessions.Record(ask.Workspace, ask.AgentID, ask.SessionID, policy.EffectName(answer), ask.MaxDenials, now)
 	remembered := false
 	if revoked {
 		e.cfg.Logger.Info("a confirmation of a removed agent's ask is a deny", "decision_id", ask.DecisionID, "agent_id", ask.AgentID)
 	}
 	if answer == pb.Decision_DECISION_ALLOW && req.GetRemember() && ask.SessionID != "" && ask.Remember != (session.RememberKey{}) {
-		e.sessions.Remember(ask.Workspace, ask.AgentID, ask.SessionID, ask.Remember, ask.Generation, now.Add(e.cfg.RememberTTL), now)
-		remembered = true
+		err := e.state.store.Remember(ctx, ask.Key(), ask.Remember, ask.Epoch, now.Add(e.cfg.RememberTTL), now)
+		remembered = e.state.result("remember", err) == nil
+		if !remembered {
+			e.log.Error("the state store failed; the approval is not remembered", "decision_id", ask.DecisionID, "error", err.Error())
+		}
 	}
 	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Confirmation, At: now, Confirm: req, Call: logCall(ask), Halt: halt, Remembered: remembered})
 	return &pb.ConfirmResponse{Decision: answer, Halt: halt}, nil
@@ -82,18 +88,22 @@ func (e *Engine) Confirm(ws string, req *pb.ConfirmRequest) (*pb.ConfirmResponse
 // count, a success resets it. Checked like Confirm: shape, then
 // id (NOT_FOUND), then state (FAILED_PRECONDITION: not allowed, or
 // reported before).
-func (e *Engine) ReportResult(ws string, req *pb.ReportResultRequest) (*pb.ReportResultResponse, error) {
+func (e *Engine) ReportResult(ctx context.Context, ws string, req *pb.ReportResultRequest) (*pb.ReportResultResponse, error) {
 	if !req.GetIsError() && req.GetError() != "" {
 		return nil, errorf(InvalidArgument, "error: only valid with is_error true")
 	}
 	if len(req.GetError()) > MaxReportErrorBytes {
 		return nil, errorf(InvalidArgument, "error: %d bytes, more than the limit of %d", len(req.GetError()), MaxReportErrorBytes)
 	}
-	id, err := e.callID(ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
+	id, err := e.callID(ctx, ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	call, found, marked := e.pending.Report(id, ws)
+	now := e.cfg.Now()
+	call, found, marked, halt, err := e.state.store.Report(ctx, id, ws, req.GetIsError(), now)
+	if e.state.result("report", err) != nil {
+		return nil, storeError(err)
+	}
 	switch {
 	case found == session.NotFound:
 		return nil, notFoundError(id)
@@ -109,8 +119,6 @@ func (e *Engine) ReportResult(ws string, req *pb.ReportResultRequest) (*pb.Repor
 	case !marked:
 		return nil, errorf(FailedPrecondition, "decision_id: %q was reported before; a call ends once", id)
 	}
-	now := e.cfg.Now()
-	halt := e.sessions.Report(call.Workspace, call.AgentID, call.SessionID, req.GetIsError(), call.MaxDenials, now)
 	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Result, At: now, Report: req, Call: logCall(call), Halt: halt})
 	return &pb.ReportResultResponse{Halt: halt}, nil
 }
@@ -123,7 +131,7 @@ func (e *Engine) removed(agentID string) bool {
 
 // callID is the decision a Confirm or ReportResult names: by decision_id,
 // or by the agent's call_id with the agent and session of its Decide.
-func (e *Engine) callID(ws, decisionID, callID, agentID, sessionID string) (string, error) {
+func (e *Engine) callID(ctx context.Context, ws, decisionID, callID, agentID, sessionID string) (string, error) {
 	switch {
 	case decisionID != "" && callID != "":
 		return "", errorf(InvalidArgument, "decision_id, call_id: give one, not both")
@@ -133,7 +141,10 @@ func (e *Engine) callID(ws, decisionID, callID, agentID, sessionID string) (stri
 		return "", errorf(InvalidArgument, "decision_id: required (or call_id with agent_id and session_id)")
 	}
 	agentID = policy.AgentID(agentID)
-	id, ambiguous := e.pending.ByCallID(ws, agentID, sessionID, callID)
+	id, ambiguous, err := e.state.store.ByCallID(ctx, ws, agentID, sessionID, callID)
+	if e.state.result("call_id", err) != nil {
+		return "", storeError(err)
+	}
 	if ambiguous {
 		return "", errorf(FailedPrecondition, "call_id: %q of agent '%s' in session %q names more than one call (its id was reused for another one); name the call by decision_id", callID, agentID, sessionID)
 	}
@@ -164,7 +175,7 @@ const (
 // answered yet, oldest first, and the token of the next page ("" on the
 // last). A page size of 0 is DefaultPageSize; a larger one than MaxPageSize
 // is MaxPageSize.
-func (e *Engine) ListPending(ws, agentID string, pageSize int32, pageToken string) ([]session.Call, string, error) {
+func (e *Engine) ListPending(ctx context.Context, ws, agentID string, pageSize int32, pageToken string) ([]session.Call, string, error) {
 	if pageSize < 0 {
 		return nil, "", errorf(InvalidArgument, "page_size: %d is negative", pageSize)
 	}
@@ -179,7 +190,10 @@ func (e *Engine) ListPending(ws, agentID string, pageSize int32, pageToken strin
 	if err != nil {
 		return nil, "", errorf(InvalidArgument, "page_token: %v", err)
 	}
-	asks, next := e.pending.Page(ws, agentID, after, size, e.cfg.Now())
+	asks, next, err := e.state.store.Page(ctx, ws, agentID, after, size, e.cfg.Now())
+	if e.state.result("page", err) != nil {
+		return nil, "", storeError(err)
+	}
 	return asks, encodePageToken(next), nil
 }
 

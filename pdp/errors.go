@@ -11,6 +11,7 @@ const (
 	InvalidArgument    Code = iota + 1 // the request says something invalid or contradictory
 	NotFound                           // the decision it names is unknown, forgotten or another workspace's
 	FailedPrecondition                 // the decision it names is in the wrong state
+	Unavailable                        // the session state store cannot be reached
 )
 
 // Error is a refused Confirm, ReportResult or ListPending.
@@ -23,4 +24,9 @@ func (e *Error) Error() string { return e.Message }
 
 func errorf(code Code, format string, args ...any) error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// storeError is the refusal of a call the state store failed.
+func storeError(err error) error {
+	return errorf(Unavailable, "the session state store cannot be reached: %s", clipError(err))
 }

@@ -185,8 +185,8 @@ func runCorpusTwins(t *testing.T, file string) float64 {
 		case step.Confirm != nil:
 			cf := step.Confirm
 			ids := tw.ids[cf.Step]
-			got, gerr := tw.cached.Confirm("", &pb.ConfirmRequest{DecisionId: ids[0], Result: cf.Result, Remember: cf.Remember, DenyMessage: cf.DenyMessage})
-			want, werr := tw.plain.Confirm("", &pb.ConfirmRequest{DecisionId: ids[1], Result: cf.Result, Remember: cf.Remember, DenyMessage: cf.DenyMessage})
+			got, gerr := tw.cached.Confirm(context.Background(), "", &pb.ConfirmRequest{DecisionId: ids[0], Result: cf.Result, Remember: cf.Remember, DenyMessage: cf.DenyMessage})
+			want, werr := tw.plain.Confirm(context.Background(), "", &pb.ConfirmRequest{DecisionId: ids[1], Result: cf.Result, Remember: cf.Remember, DenyMessage: cf.DenyMessage})
 			if (gerr == nil) != (werr == nil) || (gerr != nil && gerr.Error() != strings.ReplaceAll(werr.Error(), ids[1], ids[0])) {
 				t.Errorf("step %d Confirm: errors differ: %v / %v", i, gerr, werr)
 			} else if gerr == nil {
@@ -195,8 +195,8 @@ func runCorpusTwins(t *testing.T, file string) float64 {
 		case step.Report != nil:
 			rp := step.Report
 			ids := tw.ids[rp.Step]
-			got, gerr := tw.cached.ReportResult("", &pb.ReportResultRequest{DecisionId: ids[0], IsError: rp.IsError, Error: rp.Error})
-			want, werr := tw.plain.ReportResult("", &pb.ReportResultRequest{DecisionId: ids[1], IsError: rp.IsError, Error: rp.Error})
+			got, gerr := tw.cached.ReportResult(context.Background(), "", &pb.ReportResultRequest{DecisionId: ids[0], IsError: rp.IsError, Error: rp.Error})
+			want, werr := tw.plain.ReportResult(context.Background(), "", &pb.ReportResultRequest{DecisionId: ids[1], IsError: rp.IsError, Error: rp.Error})
 			if (gerr == nil) != (werr == nil) || (gerr != nil && gerr.Error() != strings.ReplaceAll(werr.Error(), ids[1], ids[0])) {
 				t.Errorf("step %d ReportResult: errors differ: %v / %v", i, gerr, werr)
 			} else if gerr == nil {

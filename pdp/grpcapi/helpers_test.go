@@ -44,6 +44,7 @@ type serverOpts struct {
 	register func(*grpc.Server) // extra services, registered before Serve
 	now      func() time.Time   // clock; time.Now when nil
 	sessions int                // sessions held at most; 1000 when 0
+	perAgent int                // sessions of one agent held at most; half of sessions when 0
 	idle     time.Duration      // session idle timeout; 1h when 0
 	noLoad   bool               // do not load before serving
 	logTo    io.Writer          // server log; discarded when nil
@@ -77,7 +78,7 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	reg := prometheus.NewRegistry()
 	watching := make(chan struct{})
 	engine, err := pdp.New(pdp.Config{Bundles: o.bundles, Verify: o.verify, Remote: o.remote, Logger: log, Registerer: reg, Now: o.now,
-		EvalTimeout: o.timeout, MaxSessions: o.sessions, SessionIdle: o.idle, MaxPending: 1000, RememberTTL: o.remember,
+		EvalTimeout: o.timeout, MaxSessions: o.sessions, MaxSessionsPerAgent: o.perAgent, SessionIdle: o.idle, MaxPending: 1000, RememberTTL: o.remember,
 		DecisionLog: o.dlog, Debounce: 200 * time.Millisecond, Poll: o.poll, Watching: func() { close(watching) }})
 	if err != nil {
 		t.Fatal(err)

@@ -33,9 +33,9 @@ type Call struct {
 	reported bool        // ReportResult was called for it
 
 	// For an ask in a session: the key it would be remembered by, and the
-	// generation of the snapshot that asked.
-	Remember   RememberKey
-	Generation uint64
+	// epoch of the policy that asked.
+	Remember RememberKey
+	Epoch    string
 
 	seq uint64 // order of arrival: what a page token names
 }
@@ -44,7 +44,7 @@ type Call struct {
 // for the struct, its map entry and its place in the order. A field added
 // to Call that can grow with the request must be counted here.
 func (a *Call) size() int64 {
-	return int64(len(a.Workspace)+len(a.DecisionID)+len(a.CallID)+len(a.AgentID)+len(a.SessionID)+len(a.ToolName)+len(a.Message)) + 320
+	return int64(len(a.Workspace)+len(a.DecisionID)+len(a.CallID)+len(a.AgentID)+len(a.SessionID)+len(a.ToolName)+len(a.Message)+len(a.Epoch)) + 320
 }
 
 // Allowed: the call may run, by Decide or by a person's answer.
@@ -68,6 +68,18 @@ type Pending struct {
 	ttl     time.Duration
 	seq     uint64
 	evicted *prometheus.CounterVec // entries forgotten at a bound, by store and reason
+
+	// changed, when set, learns of every change to a decided call (gone:
+	// it was forgotten) under the store's lock, in order: a durable store
+	// writes them through.
+	changed func(a *Call, gone bool)
+}
+
+// note tells a durable store that a changed. Callers hold mu.
+func (p *Pending) note(a *Call, gone bool) {
+	if p.changed != nil {
+		p.changed(a, gone)
+	}
 }
 
 // NewPending keeps at most max asks, each for at most ttl, and at most max
@@ -115,6 +127,33 @@ func (p *Pending) Add(a *Call) {
 	} else {
 		p.recent.add(a, p.evict("recent"))
 	}
+	p.index(a)
+	p.note(a, false)
+}
+
+// restore puts back a decided call a durable store kept, where it was:
+// an unanswered ask among the asks (unless expired: false, not kept), any
+// other among the recent decisions.
+func (p *Pending) restore(a *Call, now time.Time) bool {
+	waiting := a.Decision == pb.Decision_DECISION_ASK && a.Answer == pb.Decision_DECISION_UNSPECIFIED
+	if waiting && now.Sub(a.Created) > p.ttl {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+	a.seq = p.seq
+	if waiting {
+		p.asks.add(a, p.evict("asks"))
+	} else {
+		p.recent.add(a, p.evict("recent"))
+	}
+	p.index(a)
+	return true
+}
+
+// index notes a's call id. Callers hold mu.
+func (p *Pending) index(a *Call) {
 	if a.CallID != "" {
 		k := callKey{a.Workspace, a.AgentID, a.SessionID, a.CallID}
 		sig := a.ToolName + "\x00" + string(a.Remember[:])
@@ -152,6 +191,7 @@ func (p *Pending) expire(now time.Time) {
 			p.asks.remove(oldest.DecisionID)
 			p.forget(oldest)
 			p.evicted.WithLabelValues("asks", "expired").Inc()
+			p.note(oldest, true)
 		}
 	}
 }
@@ -161,6 +201,7 @@ func (p *Pending) evict(store string) func(*Call, string) {
 	return func(a *Call, reason string) {
 		p.forget(a)
 		p.evicted.WithLabelValues(store, reason).Inc()
+		p.note(a, true)
 	}
 }
 
@@ -212,10 +253,12 @@ func (p *Pending) Answer(id, workspace string, answer func(*Call) pb.Decision, n
 		p.asks.remove(id)
 		if now.Sub(a.Created) > p.ttl {
 			p.forget(a)
+			p.note(a, true)
 			return nil, Expired, false
 		}
 		a.Answer = answer(a)
 		p.recent.add(a, p.evict("recent"))
+		p.note(a, false)
 		return a, Found, true
 	}
 	if a := p.recent.get(id); a != nil && a.Workspace == workspace {
@@ -241,6 +284,7 @@ func (p *Pending) Report(id, workspace string) (*Call, Lookup, bool) {
 		return a, Found, false
 	}
 	a.reported = true
+	p.note(a, false)
 	return a, Found, true
 }
 
@@ -276,6 +320,7 @@ func (p *Pending) DropSession(workspace, agentID, sessionID string) {
 			if a.Workspace == workspace && a.AgentID == agentID && a.SessionID == sessionID {
 				f.remove(id)
 				p.forget(a)
+				p.note(a, true)
 			}
 		}
 	}
