@@ -101,7 +101,11 @@ func Open(ctx context.Context, url string, b Bounds, opts OpenOptions) (Store, e
 		}
 		return f, nil
 	case strings.HasPrefix(url, "redis://"), strings.HasPrefix(url, "rediss://"):
-		return OpenRedis(ctx, url, b, opts)
+		r, err := OpenRedis(ctx, url, b, opts)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
 	}
 	return nil, fmt.Errorf("--state %q: not memory, file:PATH, redis://… or rediss://…", url)
 }
