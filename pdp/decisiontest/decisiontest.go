@@ -1,7 +1,7 @@
 // Package decisiontest runs decision tests: files in the conformance
-// corpus format (SPEC section 10) that state what a policy must decide —
-// a tree of files to create, then steps of Decide, Confirm, ReportResult
-// and AwaitDecision with the answers expected. The project's conformance test
+// corpus format that state what a policy must decide — a tree of files
+// to create, then steps of Decide, Confirm, ReportResult and
+// AwaitDecision with the answers expected. The project's conformance test
 // runs shared/conformance through it over a real gRPC server, and
 // `toolpdp test` runs a bundle's own *.decisions.json and *.decisions.yaml
 // files against the bundle.
