@@ -1,5 +1,5 @@
-# Package toolpdp.guardrails holds the guardrails the library ships (SPEC
-# §4.3) and collects the ones security teams write in their own bundles. A
+# Package toolpdp.guardrails holds the guardrails the library ships and
+# collects the ones security teams write in their own bundles. A
 # guardrail only adds deny or ask reasons: it can tighten a decision, never
 # relax one.
 #

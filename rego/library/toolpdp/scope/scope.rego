@@ -1,4 +1,4 @@
-# Package toolpdp.scope is the scope axis (SPEC §4.1, §4.2): where may a file
+# Package toolpdp.scope is the scope axis: where may a file
 # tool read and write, and what environment and cwd do Bash and Exec get.
 #
 # envguard (Go) has already resolved every path: input.paths holds each path
