@@ -160,7 +160,14 @@ merged(own) := {
 	"ask_commands": array.concat(object.get(global, "ask_commands", []), object.get(own, "ask_commands", [])),
 	"protected": protected_names(own),
 	"protected_reads": listed(own),
+	"network": network(own),
 }
+
+# network: "none" when the bundle's guardrails or the agent's forbid shell
+# tools the network; either one suffices.
+network(own) := "none" if {
+	"none" in {object.get(global, "network", ""), object.get(own, "network", "")}
+} else := ""
 
 default global := {}
 
