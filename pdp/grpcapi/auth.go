@@ -3,7 +3,6 @@ package grpcapi
 import (
 	"context"
 	"crypto/subtle"
-	"log/slog"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -12,8 +11,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-
-	"github.com/toolpdp/toolpdp/pdp/policy"
 )
 
 // Workspaces binds callers to workspaces, so that access is separate per
@@ -23,7 +20,6 @@ import (
 type Workspaces struct {
 	MTLS   bool              // the client certificate's Common Name is the workspace
 	Tokens map[string]string // bearer token → workspace
-	Logger *slog.Logger
 }
 
 func (w *Workspaces) enabled() bool { return w != nil && (w.MTLS || len(w.Tokens) > 0) }
@@ -72,14 +68,4 @@ func (w *Workspaces) identify(ctx context.Context) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// allow checks a bound caller against the agent's workspace.
-func (w *Workspaces) allow(ctx context.Context, agentID string, agent *policy.Agent) error {
-	ws, bound := callerWorkspace(ctx)
-	if !bound || agent == nil || agent.Workspace == "" || agent.Workspace == ws {
-		return nil
-	}
-	w.Logger.Warn("decision refused: agent of another workspace", "caller_workspace", ws, "agent_id", agentID, "agent_workspace", agent.Workspace)
-	return status.Errorf(codes.PermissionDenied, "agent_id: agent '%s' belongs to another workspace than this caller's (%s)", agentID, ws)
 }

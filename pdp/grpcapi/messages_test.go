@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 )
 
 // TestMessages reads every message a conformance run produces — the
@@ -21,8 +23,11 @@ func TestMessages(t *testing.T) {
 	} else {
 		t.Logf("no conformance corpus at %s: only this repository's cases are read", conformanceDir)
 	}
-	seen, read := map[string]bool{}, 0
+	seen, read, pending := map[string]bool{}, 0, testkit.PendingConformance(t)
 	for _, f := range files {
+		if _, ok := pending[filepath.Base(f)]; ok {
+			continue
+		}
 		res := runConformance(t, f)
 		for _, fl := range res.Failures {
 			t.Errorf("%s: %s", filepath.Base(f), fl)
