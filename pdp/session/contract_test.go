@@ -146,7 +146,7 @@ func contract(t *testing.T, s Store) {
 	if asks, _, _ := s.Page(ctx, "globex", "", 0, 10, now); len(asks) != 0 {
 		t.Fatalf("another workspace's Page: %v", asks)
 	}
-	if _, found, _, _, _ := s.Answer(ctx, ask, "globex", func(*Call) pb.Decision { return pb.Decision_DECISION_ALLOW }, now); found != NotFound {
+	if _, found, _, _ := s.Answer(ctx, ask, "globex", func(c *Call) { c.Answer = pb.Decision_DECISION_ALLOW }, now); found != NotFound {
 		t.Fatalf("another workspace answered: %v", found)
 	}
 	var answers sync.WaitGroup
@@ -155,7 +155,7 @@ func contract(t *testing.T, s Store) {
 		answers.Add(1)
 		go func() {
 			defer answers.Done()
-			_, _, answered, _, err := s.Answer(ctx, ask, "acme", func(*Call) pb.Decision { return pb.Decision_DECISION_ALLOW }, now)
+			_, _, answered, err := s.Answer(ctx, ask, "acme", func(c *Call) { c.Answer = pb.Decision_DECISION_ALLOW }, now)
 			if err != nil {
 				t.Error(err)
 			}

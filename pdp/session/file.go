@@ -15,8 +15,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
-
-	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
 // File is the store of a sidecar whose container may restart: the state
@@ -240,9 +238,9 @@ func (f *File) Remember(ctx context.Context, k Key, key RememberKey, epoch strin
 	return f.sync()
 }
 
-func (f *File) Answer(ctx context.Context, id, workspace string, answer func(*Call) pb.Decision, now time.Time) (*Call, Lookup, bool, bool, error) {
-	c, found, answered, halt, _ := f.Memory.Answer(ctx, id, workspace, answer, now)
-	return c, found, answered, halt, f.sync()
+func (f *File) Answer(ctx context.Context, id, workspace string, answer func(*Call), now time.Time) (*Call, Lookup, bool, error) {
+	c, found, answered, _ := f.Memory.Answer(ctx, id, workspace, answer, now)
+	return c, found, answered, f.sync()
 }
 
 func (f *File) Report(ctx context.Context, id, workspace string, isError bool, now time.Time) (*Call, Lookup, bool, bool, error) {
@@ -379,9 +377,7 @@ func (f *File) load(now time.Time) error {
 		for _, d := range calls {
 			c := d.Call
 			c.reported = d.Reported
-			if !f.pending.restore(&c, now) {
-				staleCalls = append(staleCalls, []byte(c.DecisionID))
-			}
+			f.pending.restore(&c, now)
 		}
 		for _, k := range stale {
 			if err := sb.Delete(k); err != nil {

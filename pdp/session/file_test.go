@@ -81,7 +81,7 @@ func TestFileStoreKeepsStateAcrossOpens(t *testing.T) {
 	if e, _ := f.Activate(ctx, "content-1"); e == epoch {
 		t.Error("a second activation in one process kept the epoch: a reload must end remembered approvals")
 	}
-	c, found, answered, _, err := f.Answer(ctx, "ask", "", func(*Call) pb.Decision { return pb.Decision_DECISION_ALLOW }, now)
+	c, found, answered, err := f.Answer(ctx, "ask", "", func(c *Call) { c.Answer = pb.Decision_DECISION_ALLOW }, now)
 	if err != nil || found != Found || !answered || c.Answer != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("answering the ask after a reopen: %v %v %v %v", c, found, answered, err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolpdp/toolpdp/pdp/policy"
-	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
 // Memory is the store of a bare serve: everything in this process, gone
@@ -69,13 +68,22 @@ func (m *Memory) ByCallID(_ context.Context, workspace, agentID, sessionID, call
 	return id, ambiguous, nil
 }
 
-func (m *Memory) Answer(_ context.Context, id, workspace string, answer func(*Call) pb.Decision, now time.Time) (*Call, Lookup, bool, bool, error) {
-	c, found, answered := m.pending.Answer(id, workspace, answer, now)
-	if !answered {
-		return copyCall(c), found, false, false, nil
-	}
-	halt := m.sessions.Record(c.Key(), policy.EffectName(c.Answer), c.MaxDenials, now)
-	return copyCall(c), found, true, halt, nil
+func (m *Memory) Get(_ context.Context, id, workspace string, now time.Time) (Call, Lookup, error) {
+	c, found := m.pending.Get(id, workspace, now)
+	return c, found, nil
+}
+
+func (m *Memory) Answer(_ context.Context, id, workspace string, answer func(*Call), now time.Time) (*Call, Lookup, bool, error) {
+	c, found, answered := m.pending.Answer(id, workspace, func(c *Call) {
+		answer(c)
+		c.Halt = m.sessions.Record(c.Key(), policy.EffectName(c.Answer), c.MaxDenials, now)
+	}, now)
+	return copyCall(c), found, answered, nil
+}
+
+func (m *Memory) Wait(ctx context.Context, id, workspace string, now func() time.Time) (Call, Lookup, error) {
+	c, found := m.pending.Wait(ctx, id, workspace, now)
+	return c, found, nil
 }
 
 func (m *Memory) Report(_ context.Context, id, workspace string, isError bool, now time.Time) (*Call, Lookup, bool, bool, error) {

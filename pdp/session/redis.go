@@ -96,7 +96,7 @@ func OpenRedis(ctx context.Context, rawURL string, b Bounds, o OpenOptions) (*Re
 		r.client.Close()
 		return nil, err
 	}
-	r.waiters = newWaiters(r.client, r.prefix+"answered")
+	r.waiters = newWaiters(r.client, r.channel())
 	return r, nil
 }
 
@@ -249,7 +249,7 @@ func (r *Redis) Decided(ctx context.Context, c *Call, now time.Time) (bool, erro
 		ask = 1
 	}
 	v, err := r.run(ctx, decidedScript, now, skey, effect(c.Decision), c.MaxDenials, c.DecisionID, c.Workspace, int(c.Decision), doc,
-		c.size(), cid, sig, ask, r.b.MaxPending, r.maxPendingBytes(), r.b.PendingTTL.Milliseconds())
+		c.size(), cid, sig, ask, r.b.MaxPending, r.maxPendingBytes(), r.b.PendingTTL.Milliseconds(), r.channel())
 	if err != nil {
 		return false, err
 	}
@@ -325,53 +325,74 @@ func decodeCall(f map[string]string) (*Call, error) {
 		c.Answer = pb.Decision(ans)
 	}
 	c.reported = f["rep"] == "1"
+	c.Expired = f["exp"] == "1"
+	c.Halt = f["halt"] == "1"
+	if raw := f["adoc"]; raw != "" {
+		var a answerDoc
+		if err := json.Unmarshal([]byte(raw), &a); err == nil {
+			c.AnswerMessage, c.Execution, c.AnsweredBy = a.Message, a.Execution, a.AnsweredBy
+		}
+	}
+	if c.Answer != pb.Decision_DECISION_UNSPECIFIED || c.Expired {
+		c.Request, c.Response = nil, nil // an ask keeps them only while it waits
+	}
 	if seq, err := strconv.ParseUint(f["seq"], 10, 64); err == nil {
 		c.seq = seq
 	}
 	return &c, nil
 }
 
-func (r *Redis) Answer(ctx context.Context, id, workspace string, answer func(*Call) pb.Decision, now time.Time) (*Call, Lookup, bool, bool, error) {
-	c, f, err := r.get(ctx, id)
+// answerDoc is what goes with an answer, as the store keeps it.
+type answerDoc struct {
+	Message    string `json:"message,omitempty"`
+	Execution  []byte `json:"execution,omitempty"`
+	AnsweredBy string `json:"by,omitempty"`
+}
+
+func (r *Redis) Answer(ctx context.Context, id, workspace string, answer func(*Call), now time.Time) (*Call, Lookup, bool, error) {
+	c, found, err := r.Get(ctx, id, workspace, now)
+	if err != nil || found != Found {
+		return nil, found, false, err
+	}
+	if c.Decision != pb.Decision_DECISION_ASK || c.Answer != pb.Decision_DECISION_UNSPECIFIED {
+		return &c, Found, false, nil
+	}
+	answer(&c)
+	adoc, err := json.Marshal(answerDoc{Message: c.AnswerMessage, Execution: c.Execution, AnsweredBy: c.AnsweredBy})
 	if err != nil {
-		return nil, NotFound, false, false, err
+		return nil, NotFound, false, err
 	}
-	if c == nil || c.Workspace != workspace {
-		return nil, NotFound, false, false, nil
-	}
-	if f["q"] != "asks" || c.Answer != pb.Decision_DECISION_UNSPECIFIED {
-		return c, Found, false, false, nil
-	}
-	if now.Sub(c.Created) > r.b.PendingTTL {
-		return nil, Expired, false, false, nil
-	}
-	decision := answer(c)
-	v, err := r.run(ctx, answerScript, now, id, workspace, int(decision), effect(decision), r.b.PendingTTL.Milliseconds(),
-		r.b.MaxPending, r.maxPendingBytes(), r.prefix+"answered")
+	v, err := r.run(ctx, answerScript, now, id, workspace, int(c.Answer), effect(c.Answer), adoc, r.b.PendingTTL.Milliseconds(),
+		r.b.MaxPending, r.maxPendingBytes(), r.channel())
 	if err != nil {
-		return nil, NotFound, false, false, err
+		return nil, NotFound, false, err
 	}
 	out, _ := v.([]any)
 	if len(out) != 3 {
-		return nil, NotFound, false, false, fmt.Errorf("%w: answer: an unexpected answer %v", ErrUnavailable, v)
+		return nil, NotFound, false, fmt.Errorf("%w: answer: an unexpected answer %v", ErrUnavailable, v)
 	}
 	status, _ := out[0].(string)
 	switch status {
 	case "ok":
-		c.Answer = decision
-		return c, Found, true, toInt(out[1]) == 1, nil
-	case "answered": // another replica answered first
-		if ans, err := strconv.Atoi(fmt.Sprint(out[2])); err == nil {
-			c.Answer = pb.Decision(ans)
+		c.Halt = toInt(out[1]) == 1
+		c.Request, c.Response = nil, nil
+		return &c, Found, true, nil
+	case "answered": // another replica answered first: as it stands now
+		now, found, err := r.Get(ctx, id, workspace, now)
+		if err != nil || found == NotFound {
+			return nil, found, false, err
 		}
-		return c, Found, false, false, nil
+		return &now, found, false, nil
 	case "expired":
-		return nil, Expired, false, false, nil
+		return nil, Expired, false, nil
 	case "notask":
-		return c, Found, false, false, nil
+		c.Answer = pb.Decision_DECISION_UNSPECIFIED
+		return &c, Found, false, nil
 	}
-	return nil, NotFound, false, false, nil
+	return nil, NotFound, false, nil
 }
+
+func (r *Redis) channel() string { return r.prefix + "answered" }
 
 func (r *Redis) Report(ctx context.Context, id, workspace string, isError bool, now time.Time) (*Call, Lookup, bool, bool, error) {
 	c, _, err := r.get(ctx, id)
@@ -401,6 +422,9 @@ func (r *Redis) Report(ctx context.Context, id, workspace string, isError bool, 
 		if ans, err := strconv.Atoi(fmt.Sprint(out[3])); err == nil {
 			c.Answer = pb.Decision(ans)
 		}
+		if c.Expired {
+			return c, Expired, false, false, nil
+		}
 		return c, Found, false, false, nil
 	}
 	return nil, NotFound, false, false, nil
@@ -427,7 +451,7 @@ func (r *Redis) Page(ctx context.Context, workspace, agentID string, after uint6
 		}
 		for _, cmd := range cmds {
 			f := cmd.Val()
-			if len(f) == 0 || f["q"] != "asks" {
+			if len(f) == 0 || f["q"] != "asks" || f["exp"] == "1" {
 				continue
 			}
 			c, err := decodeCall(f)
@@ -474,7 +498,7 @@ func (r *Redis) Activate(ctx context.Context, digest string) (string, error) {
 }
 
 func (r *Redis) Sweep(ctx context.Context, now time.Time) {
-	_, _ = r.run(ctx, sweepScript, now, r.b.SessionIdle.Milliseconds(), r.b.PendingTTL.Milliseconds())
+	_, _ = r.run(ctx, sweepScript, now, r.b.SessionIdle.Milliseconds(), r.b.PendingTTL.Milliseconds(), r.channel(), r.b.MaxPending, r.maxPendingBytes())
 }
 
 func (r *Redis) Collectors() []prometheus.Collector {

@@ -180,14 +180,23 @@ local function move(id, q, max, maxbytes)
   trim(q, max, maxbytes)
 end
 
--- expire_asks forgets the asks older than ttl, oldest first.
-local function expire_asks(ttl)
+-- expire_ask moves an ask nobody answered within its ttl among the
+-- recent decisions, marked expired, so that a waiting agent learns it
+-- expired rather than that it never existed; its waiters wake.
+local function expire_ask(id, channel, max, maxbytes)
+  redis.call('HSET', P .. 'c:' .. id, 'exp', '1')
+  move(id, 'recent', max or 1000000, maxbytes or 1e15)
+  redis.call('PUBLISH', channel, id)
+end
+
+-- expire_asks expires the asks older than ttl, oldest first.
+local function expire_asks(ttl, channel, max, maxbytes)
   local ids = redis.call('ZRANGE', P .. 'asks', 0, 63)
   for _, id in ipairs(ids) do
     local created = num(redis.call('HGET', P .. 'c:' .. id, 'created'))
     if now - created <= ttl then
       return
     end
-    drop_call(id)
+    expire_ask(id, channel, max, maxbytes)
   end
 end

@@ -100,8 +100,8 @@ return {pin, lost, 0, 0, evicted}
 `)
 
 // decided: sk, effect, max, id, ws, decision, doc, size, call-id key,
-// call signature, ask (1/0), max pending, max pending bytes, ttl.
-// Returns {halt}.
+// call signature, ask (1/0), max pending, max pending bytes, ttl, the
+// answers' channel. Returns {halt}.
 var decidedScript = script(`
 local sk, effect, max = ARGV[3], ARGV[4], tonumber(ARGV[5])
 local id, ws, dec, doc, sz, cid, sig = ARGV[6], ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10]), ARGV[11], ARGV[12]
@@ -113,7 +113,7 @@ local q = ask and 'asks' or 'recent'
 redis.call('HSET', P .. 'c:' .. id, 'doc', doc, 'ws', ws, 'dec', dec, 'ans', '', 'rep', '0', 'created', now, 'sk', sk,
   'max', max, 'seq', seq, 'sz', sz, 'cid', cid, 'q', q)
 if ask then
-  expire_asks(ttl)
+  expire_asks(ttl, ARGV[17], maxn, maxbytes)
 end
 redis.call('ZADD', P .. q, seq, id)
 redis.call('INCRBY', P .. (ask and 'abytes' or 'rbytes'), sz)
@@ -131,29 +131,34 @@ trim(q, maxn, maxbytes)
 return {halt}
 `)
 
-// answer: id, ws, answer (the decision's number), effect, ttl, max
-// pending, max pending bytes, channel. Returns {status, halt, ans} with
-// status ok, notfound, expired, notask or answered.
+// answer: id, ws, answer (the decision's number), effect, what goes with
+// the answer (a document), ttl, max pending, max pending bytes, channel.
+// Returns {status, halt, ans} with status ok, notfound, expired, notask or
+// answered.
 var answerScript = script(`
-local id, ws, ans, effect, ttl, maxn, maxbytes, channel = ARGV[3], ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10]
+local id, ws, ans, effect, adoc = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local ttl, maxn, maxbytes, channel = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
 local c = P .. 'c:' .. id
-local f = redis.call('HMGET', c, 'ws', 'dec', 'ans', 'created', 'sk', 'max', 'q')
+local f = redis.call('HMGET', c, 'ws', 'dec', 'ans', 'created', 'sk', 'max', 'q', 'exp')
 if not f[1] or f[1] ~= ws then
   return {'notfound', 0, ''}
 end
 if f[3] ~= '' then
   return {'answered', 0, f[3]}
 end
+if f[8] == '1' then
+  return {'expired', 0, ''}
+end
 if f[7] ~= 'asks' then
   return {'notask', 0, ''}
 end
 if now - num(f[4]) > ttl then
-  drop_call(id)
+  expire_ask(id, channel, maxn, maxbytes)
   return {'expired', 0, ''}
 end
-redis.call('HSET', c, 'ans', ans)
-move(id, 'recent', maxn, maxbytes)
 local halt = count(f[5], effect, num(f[6]))
+redis.call('HSET', c, 'ans', ans, 'adoc', adoc, 'halt', halt)
+move(id, 'recent', maxn, maxbytes)
 redis.call('PUBLISH', channel, id)
 return {'ok', halt, ans}
 `)
@@ -236,10 +241,10 @@ release(sk, false, 0)
 return found
 `)
 
-// sweep: idle, ttl.
+// sweep: idle, ttl, the answers' channel, max pending, max pending bytes.
 var sweepScript = script(`
 expire_idle(tonumber(ARGV[3]))
-expire_asks(tonumber(ARGV[4]))
+expire_asks(tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]))
 return 0
 `)
 

@@ -77,7 +77,7 @@ func (r *Redis) Get(ctx context.Context, id, workspace string, now time.Time) (C
 	if c == nil || c.Workspace != workspace {
 		return Call{}, NotFound, nil
 	}
-	if f["q"] == "asks" && now.Sub(c.Created) > r.b.PendingTTL {
+	if c.Expired || (f["q"] == "asks" && now.Sub(c.Created) > r.b.PendingTTL) {
 		return *c, Expired, nil
 	}
 	return *c, Found, nil

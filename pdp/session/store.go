@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
 // Store holds everything sessions hold: pins, consecutive-failure counts
@@ -39,12 +37,20 @@ type Store interface {
 	// in that session ("" for none); ambiguous when the id named different
 	// calls.
 	ByCallID(ctx context.Context, workspace, agentID, sessionID, callID string) (id string, ambiguous bool, err error)
+	// Get is workspace's decision id as it stands now (a copy), and the
+	// lookup's outcome: an ask past its ttl is Expired.
+	Get(ctx context.Context, id, workspace string, now time.Time) (Call, Lookup, error)
 	// Answer records a person's answer to workspace's ask id, once: answer
-	// is called with the ask and returns the decision it ends as; the store
-	// counts it in the ask's session. It returns the decision (a copy), the
-	// lookup's outcome, whether this call answered it and whether the
-	// answer halted the session.
-	Answer(ctx context.Context, id, workspace string, answer func(*Call) pb.Decision, now time.Time) (c *Call, found Lookup, answered, halt bool, err error)
+	// sets the call's Answer (and AnswerMessage, Execution, AnsweredBy);
+	// the store counts it in the ask's session, sets Halt, and wakes the
+	// ask's waiters, on whichever process they wait. It returns the
+	// decision (a copy), the lookup's outcome and whether this call
+	// answered it.
+	Answer(ctx context.Context, id, workspace string, answer func(*Call), now time.Time) (c *Call, found Lookup, answered bool, err error)
+	// Wait waits until workspace's decision id is settled — an ask
+	// answered, expired or forgotten — or ctx ends, and returns it as it
+	// then stands. now is the clock the ttl is measured by.
+	Wait(ctx context.Context, id, workspace string, now func() time.Time) (Call, Lookup, error)
 	// Report marks workspace's allowed call id as reported, once, and
 	// counts the result in its session: an error adds one, a success resets.
 	Report(ctx context.Context, id, workspace string, isError bool, now time.Time) (c *Call, found Lookup, marked, halt bool, err error)
