@@ -20,6 +20,10 @@ type Definition struct {
 	Workspace  string           // "" when the definition names none
 	MaxDenials int              // max_consecutive_denials; DefaultMaxDenials when unset
 	Policy     *ExecutionPolicy // execution_policy; nil when unset
+	// AsksViaClient lets an MCP gateway ask the person at the MCP client
+	// (elicitation); AllowSampling lets the server ask the client's model.
+	// Both default to false: the client is the governed agent's own process.
+	AsksViaClient, AllowSampling bool
 }
 
 // agentIssues collects what is wrong with one agent definition: errors
@@ -115,6 +119,8 @@ var agentKeys = map[string]func(a *agentIssues, v any, def map[string]any, built
 	"version":             func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.number("version", v) },
 	"workspace":           func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.str("workspace", v) },
 	"permission_callback": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.boolean("permission_callback", v) },
+	"asks_via_client":     func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.boolean("asks_via_client", v) },
+	"allow_sampling":      func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.boolean("allow_sampling", v) },
 	"max_consecutive_denials": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) {
 		a.positiveInt("max_consecutive_denials", v)
 	},
@@ -150,6 +156,8 @@ func (a *agentIssues) definition(v any, builtins map[string]bool) {
 func (a *agentIssues) decode(def map[string]any) Definition {
 	d := Definition{MaxDenials: DefaultMaxDenials}
 	d.Workspace, _ = def["workspace"].(string)
+	d.AsksViaClient, _ = def["asks_via_client"].(bool)
+	d.AllowSampling, _ = def["allow_sampling"].(bool)
 	if n, ok := toFloat(def["max_consecutive_denials"]); ok {
 		d.MaxDenials = int(n)
 	}
