@@ -61,8 +61,8 @@ func TestGuardrailShapesDecide(t *testing.T) {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
 			var resp struct {
-				Decision string `json:"decision"`
-				Message  string `json:"message"`
+				Decision string                  `json:"decision"`
+				Message  string                  `json:"message"`
 				Reasons  []struct{ Rule string } `json:"reasons"`
 			}
 			if err := json.Unmarshal([]byte(out), &resp); err != nil {
