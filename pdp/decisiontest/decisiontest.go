@@ -1,5 +1,5 @@
 // Package decisiontest runs decision tests: files in the conformance
-// corpus format (SPEC section 10) that state what a policy must decide —
+// corpus format that state what a policy must decide —
 // a tree of files to create, then steps of Decide, Confirm and
 // ReportResult with the answers expected. The project's conformance test
 // runs shared/conformance through it over a real gRPC server, and

@@ -214,6 +214,10 @@ func (s *Server) checkDecide(r *pb.DecideRequest) error {
 		// A mode nobody enforces must not pass for "no env policy".
 		return fmt.Errorf("execution_policy.env.mode: %q is not allowlist or denylist", e.GetMode())
 	}
+	if n := r.GetExecutionPolicy().GetNetwork(); n != "" && n != "none" {
+		// A network rule nobody enforces must not pass for "not enforced".
+		return fmt.Errorf("execution_policy.network: %q is not \"none\" or empty", n)
+	}
 	for field, v := range map[string]string{"agent_id": r.GetAgentId(), "session_id": r.GetSessionId(), "server": r.GetServer(), "call_id": r.GetCallId()} {
 		if len(v) > MaxIDBytes {
 			return fmt.Errorf("%s: %d bytes, more than the limit of %d", field, len(v), MaxIDBytes)

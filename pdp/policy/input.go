@@ -51,6 +51,10 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 		in.Insert(ast.StringTerm("globs"), ast.ArrayTerm())
 	}
 	if names, ok := t.shellTools[req.GetToolName()]; ok {
+		if _, file := t.fileTools[req.GetToolName()]; !file {
+			// A shell tool's execution carries the resolved scopes for a confined run.
+			in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(ctx, policy)))
+		}
 		cmd := analyzeCommand(ctx, t.shell, commands, names, req.GetArgs())
 		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
 	}
@@ -70,7 +74,11 @@ func effectivePolicy(agent *Agent, req *pb.DecideRequest) *ExecutionPolicy {
 }
 
 func policyFromProto(p *pb.ExecutionPolicy) *ExecutionPolicy {
-	out := &ExecutionPolicy{Cwd: p.GetCwd()}
+	out := &ExecutionPolicy{Cwd: p.GetCwd(), Network: p.GetNetwork()}
+	if out.Network != "" && out.Network != "none" {
+		// The server refuses such a request; in-process, the strictest reading.
+		out.Network = "none"
+	}
 	if e := p.GetEnv(); e != nil {
 		out.Env = &EnvSpec{Mode: e.GetMode(), Names: e.GetNames(), IncludeSafeEnvVars: e.GetIncludeSafeEnvVars()}
 		if m := e.GetMode(); m != "allowlist" && m != "denylist" {
@@ -111,6 +119,9 @@ func policyValue(p *ExecutionPolicy) ast.Value {
 	}
 	if p.WritePaths != nil {
 		o.Insert(ast.StringTerm("write_paths"), ast.NewTerm(stringArray(*p.WritePaths)))
+	}
+	if p.Network != "" {
+		o.Insert(ast.StringTerm("network"), ast.StringTerm(p.Network))
 	}
 	return o
 }

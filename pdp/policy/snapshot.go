@@ -115,6 +115,7 @@ type ExecutionPolicy struct {
 	Cwd        string    `json:"cwd,omitempty"`
 	ReadPaths  *[]string `json:"read_paths,omitempty"`
 	WritePaths *[]string `json:"write_paths,omitempty"`
+	Network    string    `json:"network,omitempty"` // "none" forbids network use; "" is not enforced
 }
 
 // EnvSpec says which variables of the request's env a Bash or Exec call gets.

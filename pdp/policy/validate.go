@@ -406,10 +406,11 @@ func (a *agentIssues) guardrails(v any) {
 	}
 }
 
-// network is "none" (no network for shell tools); absent is not enforced.
+// network is "none" (no network for shell tools) or "" (not enforced): any
+// other word would be a rule nobody enforces.
 func (a *agentIssues) network(field string, v any) {
-	if s, ok := a.str(field, v); ok && s != "none" {
-		a.errorf(field, "%q is not \"none\" (leave the key out for no restriction)", s)
+	if s, ok := a.str(field, v); ok && s != "" && s != "none" {
+		a.errorf(field, "%q is not \"none\" or empty", s)
 	}
 }
 

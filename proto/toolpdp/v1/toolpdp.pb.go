@@ -456,11 +456,17 @@ type Execution struct {
 	Cwd         string                 `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`                                                                           // the pinned working directory; "" when the policy sets none
 	EnvEnforced bool                   `protobuf:"varint,3,opt,name=env_enforced,json=envEnforced,proto3" json:"env_enforced,omitempty"`                                       // the tool gets exactly env: an allowlist that kept nothing is {} and true
 	// The effective scopes, resolved, for a confined run; absent: not enforced.
-	ReadPaths     *PathList `protobuf:"bytes,4,opt,name=read_paths,json=readPaths,proto3" json:"read_paths,omitempty"`
-	WritePaths    *PathList `protobuf:"bytes,5,opt,name=write_paths,json=writePaths,proto3" json:"write_paths,omitempty"`
-	Network       string    `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"` // "none" when the policy forbids network use; "" when it does not say
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReadPaths  *PathList `protobuf:"bytes,4,opt,name=read_paths,json=readPaths,proto3" json:"read_paths,omitempty"`
+	WritePaths *PathList `protobuf:"bytes,5,opt,name=write_paths,json=writePaths,proto3" json:"write_paths,omitempty"`
+	Network    string    `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"` // "none" when the policy forbids network use; "" when it does not say
+	// The protected names in force, compared as the protected-paths guardrail
+	// compares them: read_only_names stay read-only even inside write_paths
+	// (version control, agent configuration and the protected_paths entries);
+	// unreadable_names (the protected_paths entries) are neither read nor written.
+	ReadOnlyNames   []string `protobuf:"bytes,7,rep,name=read_only_names,json=readOnlyNames,proto3" json:"read_only_names,omitempty"`
+	UnreadableNames []string `protobuf:"bytes,8,rep,name=unreadable_names,json=unreadableNames,proto3" json:"unreadable_names,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Execution) Reset() {
@@ -533,6 +539,20 @@ func (x *Execution) GetNetwork() string {
 		return x.Network
 	}
 	return ""
+}
+
+func (x *Execution) GetReadOnlyNames() []string {
+	if x != nil {
+		return x.ReadOnlyNames
+	}
+	return nil
+}
+
+func (x *Execution) GetUnreadableNames() []string {
+	if x != nil {
+		return x.UnreadableNames
+	}
+	return nil
 }
 
 // ExecutionPolicy is the environment axis. Each part is enforced only
@@ -1863,7 +1883,7 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x04axis\x18\x01 \x01(\tR\x04axis\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12,\n" +
 	"\x06effect\x18\x03 \x01(\x0e2\x14.toolpdp.v1.DecisionR\x06effect\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xb0\x02\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\x83\x03\n" +
 	"\tExecution\x120\n" +
 	"\x03env\x18\x01 \x03(\v2\x1e.toolpdp.v1.Execution.EnvEntryR\x03env\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12!\n" +
@@ -1872,7 +1892,9 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"read_paths\x18\x04 \x01(\v2\x14.toolpdp.v1.PathListR\treadPaths\x125\n" +
 	"\vwrite_paths\x18\x05 \x01(\v2\x14.toolpdp.v1.PathListR\n" +
 	"writePaths\x12\x18\n" +
-	"\anetwork\x18\x06 \x01(\tR\anetwork\x1a6\n" +
+	"\anetwork\x18\x06 \x01(\tR\anetwork\x12&\n" +
+	"\x0fread_only_names\x18\a \x03(\tR\rreadOnlyNames\x12)\n" +
+	"\x10unreadable_names\x18\b \x03(\tR\x0funreadableNames\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x01\n" +

@@ -1,5 +1,5 @@
 # Package toolpdp.decision is the entrypoint: data.toolpdp.decision.result is
-# the decision document {decision, message, reasons, execution} (SPEC §5).
+# the decision document {decision, message, reasons, execution}.
 #
 # The answer is the most restrictive of the permission axis, the scope axis
 # and the guardrails: deny > ask > allow. Every contributing rule is listed
@@ -84,8 +84,8 @@ default execution := {}
 
 execution := scope.execution
 
-# With permission_callback false nobody can confirm (seed 000: "None → ASK
-# tools run unchecked"): the permission axis's ask becomes allow, and an ask
+# With permission_callback false nobody can confirm (an agent
+# without a callback runs its ask tools unchecked): the permission axis's ask becomes allow, and an ask
 # of the scope axis or a guardrail becomes deny.
 adjust(r) := r if {
 	r.effect != "ask"

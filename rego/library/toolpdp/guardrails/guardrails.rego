@@ -1,5 +1,5 @@
-# Package toolpdp.guardrails holds the guardrails the library ships (SPEC
-# §4.3) and collects the ones security teams write in their own bundles. A
+# Package toolpdp.guardrails holds the guardrails the library ships and
+# collects the ones security teams write in their own bundles. A
 # guardrail only adds deny or ask reasons: it can tighten a decision, never
 # relax one.
 #
@@ -219,7 +219,14 @@ merged(own) := {
 	"ask_commands": array.concat(object.get(global, "ask_commands", []), object.get(own, "ask_commands", [])),
 	"protected": protected_names(own),
 	"protected_reads": listed(own),
+	"network": network(own),
 }
+
+# network: "none" when the bundle's guardrails or the agent's forbid shell
+# tools the network; either one suffices.
+network(own) := "none" if {
+	"none" in {object.get(global, "network", ""), object.get(own, "network", "")}
+} else := ""
 
 default global := {}
 

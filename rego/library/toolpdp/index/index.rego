@@ -1,4 +1,4 @@
-# Package toolpdp.index turns agent definitions (SPEC §2) and guardrail data
+# Package toolpdp.index turns agent definitions and guardrail data
 # into lookup objects.
 #
 # toolpdp evaluates data.toolpdp.index once per bundle load, never per
@@ -72,7 +72,7 @@ candidates(def, server) := {bare(server, c.name) |
 	some c in object.get(t, "configs", [])
 } | {bare(server, k) | some k, _ in object.get(def, "safety_overrides", {}); owned(server, k)} if server != ""
 
-# tools is the definition's tools array; absent, it is seed 000's shape: the
+# tools is the definition's tools array; absent, it is the default shape: the
 # built-in toolset plus an MCP toolset for each declared server, unconfigured.
 tools(def) := def.tools
 
@@ -87,8 +87,8 @@ builtin_toolset(id, def) := toolset(id, def, t, "") if {
 } else := null
 
 # toolset indexes one toolset (server "" for the built-in one):
-#   named[tool]: the reason for a tool the definition names (SPEC §3 steps
-#     3-5: a configs entry with enabled false or a policy, else a safety
+#   named[tool]: the reason for a tool the definition names (the
+#     permission axis's steps 3-5: a configs entry with enabled false or a policy, else a safety
 #     override), keyed by the name a call arrives with (for MCP, the bare name);
 #   configured[tool]: tools a configs entry enables;
 #   default: step 6, the default_config policy ({rule, effect, suffix}), or null;

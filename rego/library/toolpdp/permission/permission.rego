@@ -1,4 +1,4 @@
-# Package toolpdp.permission is the permission axis (SPEC §3): may this tool
+# Package toolpdp.permission is the permission axis: may this tool
 # run at all?
 #
 # input.agent is the agent's entry of data.toolpdp.index.agents, where every
@@ -54,7 +54,7 @@ reason := deny("tool_name_server_mismatch", concat("", ["tool name '", input.too
 	# ...any other tool the request's category.
 	input.category != ""
 } else := allow("agent_toolset.default", concat("", [tool.name, " runs: the built-in toolset allows by default"])) if {
-	# Step 8: the toolset defaults of seed 001; unfamiliar MCP tools ask.
+	# Step 8: the toolset's defaults; unfamiliar MCP tools ask.
 	tool.kind == "builtin"
 } else := ask(concat("", [toolset_name, ".default"]), concat("", [tool.full, " needs a person's confirmation: MCP toolsets ask by default"]))
 

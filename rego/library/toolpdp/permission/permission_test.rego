@@ -143,7 +143,7 @@ test_mcp_default_config if {
 }
 
 # Step 7: the request's category, else the built-in table.
-# A caller cannot reclassify a built-in of the table (seed 000: builtins are
+# A caller cannot reclassify a built-in of the table (builtins are
 # shared and never mutated); it still classifies every other tool.
 test_request_category_cannot_reclassify_a_builtin if {
 	every name in ["Bash", "Write", "Edit", "MultiEdit", "NotebookEdit", "Exec", "bash", "shell", "local_shell"] {
