@@ -40,14 +40,14 @@ func TestConfirmAndReportRefusals(t *testing.T) {
 		"another workspace": {"globex", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}, NotFound},
 		"not an ask":        {"acme", &pb.ConfirmRequest{DecisionId: deny.DecisionId, Result: "allow"}, FailedPrecondition},
 	} {
-		if _, err := e.Confirm(c.ws, c.req); codeOf(err) != c.want {
+		if _, err := e.Confirm(context.Background(), c.ws, "test", c.req); codeOf(err) != c.want {
 			t.Errorf("%s: %v, want code %d", name, err, c.want)
 		}
 	}
-	if _, err := e.Confirm("acme", &pb.ConfirmRequest{CallId: "c1", AgentId: "a", SessionId: "s", Result: "allow"}); err != nil {
+	if _, err := e.Confirm(context.Background(), "acme", "test", &pb.ConfirmRequest{CallId: "c1", AgentId: "a", SessionId: "s", Result: "allow"}); err != nil {
 		t.Fatalf("confirm by call id: %v", err)
 	}
-	if _, err := e.Confirm("acme", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); codeOf(err) != FailedPrecondition {
+	if _, err := e.Confirm(context.Background(), "acme", "test", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); codeOf(err) != FailedPrecondition {
 		t.Errorf("answered twice: %v", err)
 	}
 	if _, err := e.ReportResult("acme", &pb.ReportResultRequest{DecisionId: deny.DecisionId}); codeOf(err) != FailedPrecondition {

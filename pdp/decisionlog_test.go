@@ -105,7 +105,7 @@ func TestDecisionLogHoldsNoSecret(t *testing.T) {
 		"file_path": "/tmp/key.pem", "content": "-----BEGIN RSA PRIVATE KEY-----\nMIIEpemsecretBODYline\nabc\n-----END RSA PRIVATE KEY-----\n"})})
 	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read", Args: testkit.Struct(t, map[string]any{"drop_me": true, "x": "droppedbypolicy"})})
 	ask := e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "git push"})})
-	if _, err := e.Confirm("", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "use xoxp-confirm-secret instead; the password is hunter2free"}); err != nil {
+	if _, err := e.Confirm(context.Background(), "", "test", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "use xoxp-confirm-secret instead; the password is hunter2free"}); err != nil {
 		t.Fatal(err)
 	}
 	dlog.Close()
@@ -147,7 +147,7 @@ func TestDecisionLogLines(t *testing.T) {
 	e.Decide(ctx, "", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "rm", Env: map[string]string{"GITHUB_TOKEN": "ghp_x", "PATH": "/bin"},
 		Args: testkit.Struct(t, map[string]any{"path": "/x", "nested": map[string]any{"password": "hunter2"}})})
 	ask := e.Decide(ctx, "", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "bash"})
-	if _, err := e.Confirm("", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "not now"}); err != nil {
+	if _, err := e.Confirm(context.Background(), "", "test", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "not now"}); err != nil {
 		t.Fatal(err)
 	}
 	dlog.Close()

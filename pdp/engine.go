@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
@@ -251,6 +252,11 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *
 	}
 	e.metrics.decided(resp, took)
 	call.Decision, call.Message = resp.Decision, resp.Message
+	if resp.Decision == pb.Decision_DECISION_ASK {
+		// What the person is shown and what Confirm decides again.
+		call.Request, _ = proto.Marshal(req)
+		call.Response, _ = proto.Marshal(resp)
+	}
 	e.pending.Add(call)
 	return resp
 }

@@ -18,7 +18,7 @@ func TestHelpSucceeds(t *testing.T) {
 			t.Errorf("%v: err %v, stdout %q", args, err, out)
 		}
 	}
-	for _, cmd := range []string{"serve", "check", "test", "decide", "status", "pending", "replay", "hook", "version"} {
+	for _, cmd := range []string{"serve", "check", "test", "decide", "status", "pending", "replay", "hook", "version", "fmt"} {
 		for _, h := range []string{"-h", "--help"} {
 			args := []string{cmd, h}
 			if cmd == "hook" && h == "-h" {

@@ -49,6 +49,7 @@ type serveConfig struct {
 	evalTimeout      time.Duration
 	maxArgsBytes     int
 	maxInflight      int64
+	maxWaiters       int
 	maxSessions      int
 	sessionIdle      time.Duration
 	maxPending       int
@@ -103,12 +104,13 @@ func serveFlagSet(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	fs.DurationVar(&c.evalTimeout, "eval-timeout", 100*time.Millisecond, "bound on one policy evaluation; past it the call is denied")
 	fs.IntVar(&c.maxArgsBytes, "max-args-bytes", 1<<20, "bound on a request's encoded args; larger is INVALID_ARGUMENT")
 	fs.Int64Var(&c.maxInflight, "max-inflight-bytes", grpcapi.DefaultMaxInflightBytes, "encoded bytes of Decide requests decided at once; more wait, and past 5s are RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.maxWaiters, "max-waiters", grpcapi.DefaultMaxWaiters, "AwaitDecision calls waiting for a person's answer at once; more are RESOURCE_EXHAUSTED")
 	fs.IntVar(&c.maxSessions, "max-sessions", pdp.DefaultMaxSessions, "sessions held at most; the longest idle are released first")
 	fs.DurationVar(&c.sessionIdle, "session-idle-timeout", pdp.DefaultSessionIdle, "a session unused this long is released")
 	fs.IntVar(&c.maxPending, "max-pending", pdp.DefaultMaxPending, "asks awaiting Confirm held at most")
 	fs.Int64Var(&c.maxPendingBytes, "max-pending-bytes", session.DefaultMaxPendingBytes, "bytes the asks awaiting Confirm hold at most; the oldest are forgotten first")
 	fs.Int64Var(&c.maxSessionBytes, "max-session-bytes", session.DefaultMaxSessionBytes, "bytes the sessions hold at most; the longest idle are released first")
-	fs.DurationVar(&c.pendingTTL, "pending-ttl", pdp.DefaultPendingTTL, "an ask not confirmed within this is forgotten")
+	fs.DurationVar(&c.pendingTTL, "pending-ttl", pdp.DefaultPendingTTL, "an ask nobody answers within this expires: a deny, as its AwaitDecision tells the agent")
 	fs.DurationVar(&c.rememberTTL, "remember-ttl", pdp.DefaultRememberTTL, "a remembered approval (Confirm with remember) holds this long at most; it also ends with its session and with any reload")
 	fs.DurationVar(&c.debounce, "watch-debounce", pdp.DefaultDebounce, "file events closer than this give one reload")
 	fs.DurationVar(&c.poll, "poll-interval", pdp.DefaultPoll, "how often bundle content is re-hashed, for events a file system misses")
@@ -189,7 +191,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 		return err
 	}
 	defer tracing.shutdown() // after the server has stopped: flushes the last spans
-	srv, s, err := grpcapi.New(engine, grpcapi.Config{MaxArgsBytes: c.maxArgsBytes, MaxInflightBytes: c.maxInflight, Logger: log, Registerer: reg,
+	srv, s, err := grpcapi.New(engine, grpcapi.Config{MaxArgsBytes: c.maxArgsBytes, MaxInflightBytes: c.maxInflight, MaxWaiters: c.maxWaiters, Logger: log, Registerer: reg,
 		Creds: creds, Workspaces: workspaces, SeparateApprover: len(c.confirmListens) > 0, Options: tracing.options})
 	if err != nil {
 		return err

@@ -98,6 +98,9 @@ type Entry struct {
 	Call       Call                    // the decided call a confirmation or result names
 	Confirm    *pb.ConfirmRequest      // a confirmation
 	Remembered bool                    // a confirmation that remembered the approval
+	AnsweredBy string                  // a confirmation's approver: a token's name, a certificate's subject
+	Outcome    string                  // a confirmation's final decision: allow or deny
+	Overruled  string                  // why the policy in force turned a person's allow into a deny; "" when it did not
 	Report     *pb.ReportResultRequest // a result
 	Halt       bool
 
@@ -136,6 +139,7 @@ func (e *Entry) size() int64 {
 	if e.Report != nil {
 		n += int64(len(e.Report.GetError()))
 	}
+	n += int64(len(e.Confirm.GetDenyMessage()) + len(e.AnsweredBy) + len(e.Overruled))
 	return n
 }
 
@@ -389,6 +393,7 @@ func (d *Log) lines(e Entry) []map[string]any {
 			"type": "tool.confirmation", "timestamp": ts, "decision_id": e.Call.DecisionID, "call_id": e.Call.CallID,
 			"agent_id": e.Call.AgentID, "session_id": e.Call.SessionID, "tool_name": e.Call.ToolName,
 			"result": e.Confirm.GetResult(), "deny_message": e.Confirm.GetDenyMessage(), "remember": e.Remembered, "halt": e.Halt,
+			"answered_by": e.AnsweredBy, "outcome": e.Outcome, "overruled": e.Overruled,
 		})}
 	case Result:
 		return []map[string]any{d.maskEvent(map[string]any{

@@ -53,6 +53,10 @@ type Config struct {
 	// decided at once; DefaultMaxInflightBytes when 0.
 	MaxInflightBytes int64
 
+	// MaxWaiters bounds the AwaitDecision calls waiting at once;
+	// DefaultMaxWaiters when 0.
+	MaxWaiters int
+
 	// Options are added after the server's own (tracing's stats handler
 	// and its interceptor, chained innermost).
 	Options []grpc.ServerOption
@@ -66,17 +70,18 @@ type Server struct {
 	cfg    Config
 
 	inflight *byteGate // bytes of Decide requests being decided
+	waiters  *waiters  // AwaitDecision calls waiting
 }
 
 // New builds the gRPC server: the decision service, health, reflection
 // and one interceptor chain. Health turns SERVING when the engine has a
 // policy in force.
 func New(engine *pdp.Engine, cfg Config) (*grpc.Server, *Server, error) {
-	s := &Server{engine: engine, health: health.NewServer(), cfg: cfg, inflight: newByteGate(cfg.MaxInflightBytes)}
+	s := &Server{engine: engine, health: health.NewServer(), cfg: cfg, inflight: newByteGate(cfg.MaxInflightBytes), waiters: newWaiters(cfg.MaxWaiters)}
 	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 		grpcprom.WithHistogramBuckets([]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .25, 1}),
 	))
-	for _, c := range append(s.inflight.collectors(), metrics) {
+	for _, c := range append(append(s.inflight.collectors(), s.waiters.collectors()...), metrics) {
 		if err := cfg.Registerer.Register(c); err != nil {
 			return nil, nil, fmt.Errorf("register gRPC metrics: %w", err)
 		}
@@ -182,6 +187,8 @@ func (s *Server) validate(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
 	case *pb.ReportResultRequest:
 		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
+	case *pb.AwaitDecisionRequest:
+		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
 	}
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -268,7 +275,24 @@ func (s *Server) Health() *health.Server { return s.health }
 // Confirm implements DecisionService.
 func (s *Server) Confirm(ctx context.Context, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
 	ws, _ := callerWorkspace(ctx)
-	resp, err := s.engine.Confirm(ws, req)
+	resp, err := s.engine.Confirm(ctx, ws, approverName(ctx), req)
+	return resp, statusOf(err)
+}
+
+// AwaitDecision implements DecisionService: the agent waits for a
+// person's answer, on its own listener, against a bound of waiters of its
+// own; it holds a copy of the names it was given, not the request.
+func (s *Server) AwaitDecision(ctx context.Context, req *pb.AwaitDecisionRequest) (*pb.AwaitDecisionResponse, error) {
+	ws, _ := callerWorkspace(ctx)
+	named := &pb.AwaitDecisionRequest{DecisionId: req.GetDecisionId(), CallId: req.GetCallId(), AgentId: req.GetAgentId(),
+		SessionId: req.GetSessionId(), WaitSeconds: req.GetWaitSeconds()}
+	if named.WaitSeconds > 0 {
+		if !s.waiters.enter() {
+			return nil, status.Errorf(codes.ResourceExhausted, "%d AwaitDecision calls are waiting already (--max-waiters); wait a moment and call again", s.waiters.max)
+		}
+		defer s.waiters.leave()
+	}
+	resp, err := s.engine.AwaitDecision(ctx, ws, named)
 	return resp, statusOf(err)
 }
 
