@@ -22,8 +22,12 @@ import (
 // entrypoint, as OPA names it in its own decision logs.
 const DecisionPath = "toolpdp/decision/result"
 
-// DefaultQueueBytes bounds the memory the decision-log queue holds.
-const DefaultQueueBytes = 16 << 20
+// Defaults of Config: the decisions queued at most, and the memory they
+// hold at most.
+const (
+	DefaultQueueSize  = 10000
+	DefaultQueueBytes = 16 << 20
+)
 
 // Log writes every decision as one JSON line, in OPA's decision-log
 // shape plus toolpdp's reasons, and denials and confirmations as events in
@@ -57,21 +61,43 @@ type Log struct {
 	maxBytes int64
 }
 
-// Config shapes a Log.
+// Config shapes a Log. Zero values take the defaults (withDefaults).
 type Config struct {
 	Writer     io.Writer // stdout, or a rotating file
-	QueueSize  int
-	QueueBytes int64    // bound on the memory queued entries hold (estimated); DefaultQueueBytes when 0
-	Block      bool     // when the queue is full: block the request (true) or drop the entry (false)
-	Redact     []string // names to mask; DefaultRedact when nil
+	QueueSize  int       // entries queued at most
+	QueueBytes int64     // bound on the memory queued entries hold (estimated)
+	Block      bool      // when the queue is full: block the request (true) or drop the entry (false)
+	Redact     []string  // names to mask; DefaultRedact when nil
 	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	Registerer prometheus.Registerer // nil: metrics go to a registry nobody gathers
 	// Required: a decision answers allow or ask only once its line is
 	// written (RecordRequired); see --decision-log-required.
 	Required bool
-	// Backoff bounds the wait between retries of a failed write:
-	// DefaultBackoff when zero.
+	// Backoff bounds the wait between retries of a failed write.
 	Backoff Backoff
+}
+
+// withDefaults is c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Redact == nil {
+		c.Redact = DefaultRedact
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.QueueBytes <= 0 {
+		c.QueueBytes = DefaultQueueBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Backoff == (Backoff{}) {
+		c.Backoff = DefaultBackoff
+	}
+	return c
 }
 
 // Kind is what an entry records.
@@ -145,15 +171,7 @@ func (e *Entry) size() int64 {
 
 // New starts the writer goroutine; Close drains and stops it.
 func New(c Config) (*Log, error) {
-	if c.Redact == nil {
-		c.Redact = DefaultRedact
-	}
-	if c.QueueBytes <= 0 {
-		c.QueueBytes = DefaultQueueBytes
-	}
-	if c.Backoff == (Backoff{}) {
-		c.Backoff = DefaultBackoff
-	}
+	c = c.withDefaults()
 	d := &Log{
 		queue: make(chan Entry, c.QueueSize), w: c.Writer, block: c.Block, required: c.Required, names: newNameMatcher(c.Redact), log: c.Logger,
 		done:       make(chan struct{}),
@@ -171,22 +189,20 @@ func New(c Config) (*Log, error) {
 			Help: "Decision-log lines never written: still failing at shutdown, or (--decision-log-required) a decision answered deny instead of what the line recorded."}),
 	}
 	d.space = sync.NewCond(&d.mu)
-	if c.Registerer != nil {
-		queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_decision_log_queue_bytes",
-			Help: "Memory the queued decision-log entries hold (estimated; bounded by --decision-log-queue-bytes)."},
-			func() float64 { d.mu.Lock(); defer d.mu.Unlock(); return float64(d.queued) })
-		failing := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_decision_log_failing",
-			Help: "1 while decision-log writes fail (retried with backoff), else 0."},
-			func() float64 {
-				if d.failures.failing.Load() {
-					return 1
-				}
-				return 0
-			})
-		for _, m := range []prometheus.Collector{d.dropped, d.written, d.maskErrs, d.writeErrs, d.unwritten, queued, failing} {
-			if err := c.Registerer.Register(m); err != nil {
-				return nil, err
+	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_decision_log_queue_bytes",
+		Help: "Memory the queued decision-log entries hold (estimated; bounded by --decision-log-queue-bytes)."},
+		func() float64 { d.mu.Lock(); defer d.mu.Unlock(); return float64(d.queued) })
+	failing := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_decision_log_failing",
+		Help: "1 while decision-log writes fail (retried with backoff), else 0."},
+		func() float64 {
+			if d.failures.failing.Load() {
+				return 1
 			}
+			return 0
+		})
+	for _, m := range []prometheus.Collector{d.dropped, d.written, d.maskErrs, d.writeErrs, d.unwritten, queued, failing} {
+		if err := c.Registerer.Register(m); err != nil {
+			return nil, err
 		}
 	}
 	go d.run()
