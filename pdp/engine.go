@@ -275,7 +275,7 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	call := &session.Call{Workspace: ws, DecisionID: resp.DecisionId, CallID: req.GetCallId(), AgentID: agentID, SessionID: req.GetSessionId(),
 		ToolName: req.GetToolName(), Created: now, MaxDenials: max, Generation: a.generation}
 	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" {
-		e.rememberedApproval(call, req, resp, now)
+		e.rememberedApproval(ctx, a.snap, call, req, resp, now)
 	}
 	if resp.Halt = e.sessions.Record(ws, agentID, req.GetSessionId(), policy.EffectName(resp.Decision), max, now); resp.Halt {
 		halt := fmt.Sprintf("%d consecutive failures (denials and reported errors) in this session: stop and ask the user how to proceed", max)
@@ -344,8 +344,12 @@ func (e *Engine) evaluate(ctx context.Context, a *active, agentID string, agent,
 // exactly this call earlier in the session under this very policy (Confirm
 // with remember); otherwise it notes the key the ask would be remembered by.
 // Only an ask: a remembered approval never turns a deny into anything.
-func (e *Engine) rememberedApproval(call *session.Call, req *pb.DecideRequest, resp *pb.DecideResponse, now time.Time) {
-	key, ok := session.KeyOf(req, resp)
+func (e *Engine) rememberedApproval(ctx context.Context, snap *policy.Snapshot, call *session.Call, req *pb.DecideRequest, resp *pb.DecideResponse, now time.Time) {
+	server, tool, ok := snap.CanonicalTool(ctx, req.GetToolName(), req.GetServer())
+	if !ok {
+		return
+	}
+	key, ok := session.KeyOf(server, tool, req, resp)
 	if !ok {
 		return
 	}

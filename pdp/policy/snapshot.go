@@ -32,7 +32,8 @@ const (
 const DefaultAgent = "default"
 
 // DefaultMaxDenials is an agent's max_consecutive_denials when its
-// definition sets none, and the cap of a request naming no known agent.
+// definition sets none, and the cap of a request naming no known agent:
+// Agent.Denials applies it, and nothing else knows it.
 const DefaultMaxDenials = 5
 
 // AgentID is the agent a request names: DefaultAgent when it names none.
@@ -51,13 +52,15 @@ type Snapshot struct {
 	Loaded   time.Time
 	Warnings []string
 
-	query    rego.PreparedEvalQuery
-	logMask  *LogPolicy // the bundle's decision-log mask policy; nil: none
-	compiler *ast.Compiler
-	store    storage.Store
-	modules  map[string]*ast.Module
-	agents   map[string]*Agent
-	tables   tables
+	query rego.PreparedEvalQuery
+	// toolQuery names a call's tool canonically (CanonicalTool).
+	toolQuery rego.PreparedEvalQuery
+	logMask   *LogPolicy // the bundle's decision-log mask policy; nil: none
+	compiler  *ast.Compiler
+	store     storage.Store
+	modules   map[string]*ast.Module
+	agents    map[string]*Agent
+	tables    tables
 
 	// guardrails[agent] is data.toolpdp.index.guardrails: handed to every
 	// decision from the newest snapshot, whatever definition a session pinned.
@@ -255,7 +258,33 @@ func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
 		return fmt.Errorf("prepare %s: %w", DecisionQuery, err)
 	}
 	s.query = pq
+	if s.toolQuery, err = rego.New(rego.Compiler(s.compiler), rego.Store(s.store), rego.Query(toolQuery)).PrepareForEval(ctx); err != nil {
+		return fmt.Errorf("prepare %s: %w", toolQuery, err)
+	}
 	return nil
+}
+
+// toolQuery is the library's canonical name of a call's tool: the
+// permission axis splits mcp__S__X names, and nothing else does.
+const toolQuery = "data.toolpdp.permission.tool"
+
+// CanonicalTool is the tool of a call as the library's permission axis
+// names it: mcp__S__X with server "" or "S" is tool X of server S. ok is
+// false for a name that contradicts its server or does not split (such a
+// call is denied), or when the policy says nothing.
+func (s *Snapshot) CanonicalTool(ctx context.Context, name, server string) (canonServer, canonName string, ok bool) {
+	in := ast.NewObject(item("tool_name", ast.String(name)), item("server", ast.String(server)))
+	rs, err := s.toolQuery.Eval(ctx, rego.EvalParsedInput(in))
+	if err != nil || len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return "", "", false
+	}
+	t, _ := rs[0].Expressions[0].Value.(map[string]any)
+	canonServer, okServer := t["server"].(string)
+	canonName, okName := t["name"].(string)
+	if t["kind"] == "mismatch" || !okServer || !okName {
+		return "", "", false
+	}
+	return canonServer, canonName, true
 }
 
 // index evaluates the library's index once for the whole bundle; defs are

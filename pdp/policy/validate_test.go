@@ -58,7 +58,7 @@ func TestValidateDecodesDefinitions(t *testing.T) {
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "agent 'plain': colour: unknown key, ignored") {
 		t.Errorf("warnings: %q", warnings)
 	}
-	if d := defs["plain"]; d.MaxDenials != DefaultMaxDenials || d.Workspace != "" || d.Policy != nil {
+	if d := defs["plain"]; d.MaxDenials != 0 || (&Agent{Definition: d}).Denials() != DefaultMaxDenials || d.Workspace != "" || d.Policy != nil {
 		t.Errorf("plain: %+v", d)
 	}
 	d := defs["bound"]
