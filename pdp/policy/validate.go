@@ -130,8 +130,6 @@ var agentKeys = map[string]func(a *agentIssues, v any, def map[string]any, built
 	"version":             func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.number("version", v) },
 	"workspace":           func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.str("workspace", v) },
 	"permission_callback": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.boolean("permission_callback", v) },
-	"asks_via_client":     func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.boolean("asks_via_client", v) },
-	"allow_sampling":      func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.boolean("allow_sampling", v) },
 	"max_consecutive_denials": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) {
 		a.positiveInt("max_consecutive_denials", v)
 	},
