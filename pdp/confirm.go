@@ -235,7 +235,11 @@ func (e *Engine) callID(ctx context.Context, ws, decisionID, callID, agentID, se
 		return "", storeError(err)
 	}
 	if ambiguous {
-		return "", errorf(FailedPrecondition, "call_id: %q of agent '%s' in session %q names more than one call (its id was reused for another one); name the call by decision_id", callID, agentID, sessionID)
+		where := fmt.Sprintf("in session %q", sessionID)
+		if sessionID == "" {
+			where = "with no session"
+		}
+		return "", errorf(FailedPrecondition, "call_id: %q of agent '%s' %s names more than one call (its id was reused for another one); name the call by decision_id", callID, agentID, where)
 	}
 	if id != "" {
 		return id, nil

@@ -184,7 +184,7 @@ func contract(t *testing.T, s Store) {
 	kc := Key{"", "a", "s4"}
 	begin(kc, testPin("v1"))
 	decide(kc, pb.Decision_DECISION_ALLOW, "dup")
-	if _, err := s.Decided(ctx, &Call{DecisionID: "other", CallID: "dup", AgentID: "a", SessionID: "s4", ToolName: "other tool", Created: now, MaxDenials: 3, Decision: pb.Decision_DECISION_ALLOW}, now); err != nil {
+	if _, err := s.Decided(ctx, &Call{DecisionID: "other", CallID: "dup", AgentID: "a", SessionID: "s4", ToolName: "other tool", Signature: CallSig{9}, Created: now, MaxDenials: 3, Decision: pb.Decision_DECISION_ALLOW}, now); err != nil {
 		t.Fatal(err)
 	}
 	if _, amb, _ := s.ByCallID(ctx, "", "a", "s4", "dup"); !amb {

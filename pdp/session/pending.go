@@ -53,6 +53,11 @@ type Call struct {
 	Remember RememberKey
 	Epoch    string
 
+	// Signature is a digest of what the call is (CallSignature): two
+	// decisions with one call id and different signatures are two calls,
+	// with or without a session.
+	Signature CallSig
+
 	seq uint64 // order of arrival: what a page token names
 }
 
@@ -199,7 +204,7 @@ func (p *Pending) restore(a *Call, now time.Time) {
 func (p *Pending) index(a *Call) {
 	if a.CallID != "" {
 		k := callKey{a.Workspace, a.AgentID, a.SessionID, a.CallID}
-		sig := a.ToolName + "\x00" + string(a.Remember[:])
+		sig := a.Signature
 		ref := p.byCall[k]
 		if ref == nil {
 			ref = &callRef{sig: sig}
@@ -217,7 +222,7 @@ func (p *Pending) index(a *Call) {
 type callRef struct {
 	id       string
 	held     int
-	sig      string
+	sig      CallSig
 	conflict bool
 }
 

@@ -242,7 +242,7 @@ func (r *Redis) Decided(ctx context.Context, c *Call, now time.Time) (bool, erro
 	}
 	if c.CallID != "" {
 		cid = c.Workspace + "\x00" + c.AgentID + "\x00" + c.SessionID + "\x00" + c.CallID
-		sig = c.ToolName + "\x00" + string(c.Remember[:])
+		sig = hex.EncodeToString(c.Signature[:])
 	}
 	ask := 0
 	if c.Decision == pb.Decision_DECISION_ASK {
