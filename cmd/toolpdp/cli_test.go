@@ -18,7 +18,7 @@ func TestHelpSucceeds(t *testing.T) {
 			t.Errorf("%v: err %v, stdout %q", args, err, out)
 		}
 	}
-	for _, cmd := range []string{"serve", "check", "test", "decide", "status", "pending", "replay", "hook", "version"} {
+	for _, cmd := range []string{"serve", "check", "test", "decide", "status", "pending", "replay", "hook", "version", "fmt"} {
 		for _, h := range []string{"-h", "--help"} {
 			args := []string{cmd, h}
 			if cmd == "hook" && h == "-h" {
@@ -65,14 +65,14 @@ func TestServeFlagsFromEnv(t *testing.T) {
 	if err := parse([]string{"--log-level", "warn"}); err != nil {
 		t.Fatal(err)
 	}
-	if c.evalTimeout != 250*time.Millisecond || !c.waitForBundle || strings.Join(c.bundles, " ") != "/a /b" || c.remote.TokenFile != "/var/run/secrets/token" {
-		t.Errorf("from env: timeout %v, wait %v, bundles %v, token %q", c.evalTimeout, c.waitForBundle, c.bundles, c.remote.TokenFile)
+	if c.Engine.EvalTimeout != 250*time.Millisecond || !c.WaitForBundle || strings.Join(c.Engine.Bundles, " ") != "/a /b" || c.Engine.Remote.TokenFile != "/var/run/secrets/token" {
+		t.Errorf("from env: timeout %v, wait %v, bundles %v, token %q", c.Engine.EvalTimeout, c.WaitForBundle, c.Engine.Bundles, c.Engine.Remote.TokenFile)
 	}
 	if c.logLevel != "warn" {
 		t.Errorf("the flag must win over TOOLPDP_LOG_LEVEL: %q", c.logLevel)
 	}
-	if c.metricsListen != "127.0.0.1:8788" {
-		t.Errorf("an empty variable is unset: metrics-listen %q", c.metricsListen)
+	if c.MetricsListen != "127.0.0.1:8788" {
+		t.Errorf("an empty variable is unset: metrics-listen %q", c.MetricsListen)
 	}
 	t.Setenv("TOOLPDP_EVAL_TIMEOUT", "soon")
 	_, parse = serveFlags(&strings.Builder{})
@@ -87,15 +87,15 @@ func TestServeFlagsFromEnv(t *testing.T) {
 	}
 }
 
-// check --strict turns unknown keys into errors, naming the key meant.
+// check --strict turns warnings into errors.
 func TestCheckStrict(t *testing.T) {
-	dir := bundleDir(t, map[string]string{"agents/coder/data.json": `{"execution_policy": {"write_path": ["/srv"]}}`})
+	dir := bundleDir(t, map[string]string{"agents/coder/data.json": `{"mcp_servers": [{"name": "a__b"}]}`})
 	out, _, err := runCmd(t, "", "check", dir)
-	if err != nil || !strings.Contains(out, `agents/coder/data.json: agent 'coder': execution_policy.write_path: unknown key, ignored (did you mean "write_paths"?)`) {
+	if err != nil || !strings.Contains(out, `warning: `+dir+`/agents/coder/data.json: agent 'coder': mcp_servers[0].name: "a__b" contains "__"`) {
 		t.Fatalf("check: %v\n%s", err, out)
 	}
 	out, _, err = runCmd(t, "", "check", "--strict", dir)
-	if err == nil || !strings.Contains(out, `error: `) || !strings.Contains(out, `did you mean "write_paths"?`) {
+	if err == nil || !strings.Contains(out, `error: `) || !strings.Contains(out, `contains "__"`) {
 		t.Fatalf("check --strict: %v\n%s", err, out)
 	}
 }

@@ -6,12 +6,14 @@
 //	toolpdp decide [--bundle PATH]...                      decide one request from stdin
 //	toolpdp status [--addr ADDR]                           ask a running server what it serves
 //	toolpdp pending [--addr ADDR]                          list the asks waiting for a person
+//	toolpdp fmt    [--check] [--diff] PATH...              format the bundles' Rego as opa fmt does
 //	toolpdp replay --bundle PATH... LOG...                 diff a candidate bundle against logged decisions
 //	toolpdp hook claude-code [--addr ADDR]                 answer one Claude Code hook event from stdin
 //	toolpdp version                                        toolpdp's, Go's and OPA's versions
 //
-// --help, -h and help print the usage and exit 0. Exit codes: 0 success;
-// 1 the bundle, test or request failed; 2 bad usage.
+// --help, -h and help print the usage and exit 0. Exit codes (as Cerbos's):
+// 0 success; 1 a runtime failure; 2 bad usage; 3 a bundle that does not
+// compile or validate; 4 failing tests.
 package main
 
 import (
@@ -20,10 +22,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/toolpdp/toolpdp/pdp/server"
 )
 
 const usage = `usage:
@@ -33,6 +38,7 @@ const usage = `usage:
   toolpdp decide [--bundle PATH]...                               decide one DecideRequest (JSON on stdin)
   toolpdp status [--addr ADDR]                                    a running server's policy revision and last reload error
   toolpdp pending [--addr ADDR]                                   the asks waiting for a person
+  toolpdp fmt    [--check] [--diff] PATH...                       format the bundles' Rego as opa fmt does
   toolpdp replay --bundle PATH... LOG...                          which logged decisions a candidate bundle would change
   toolpdp hook claude-code [--addr ADDR] [--agent-id ID]          answer one Claude Code hook event (JSON on stdin)
   toolpdp exec --execution FILE|- [--report FILE] -- COMMAND...    run an allowed command confined to its execution's scopes
@@ -43,18 +49,47 @@ http(s):// URL of a bundle server (OPA's bundle protocol, with credentials).
 Run 'toolpdp COMMAND --help' for a command's flags.
 `
 
-// errUsage marks a usage error: exit code 2.
-var errUsage = errors.New("usage")
+// errUsage marks a usage error: exit code 2. The server's own (a Config
+// no server is built from) is the same error.
+var errUsage = server.ErrUsage
+
+// Exit codes besides 0, 1 and 2.
+const (
+	exitInvalid     = 3 // a bundle does not compile or validate
+	exitTestsFailed = 4 // a bundle's tests fail
+)
+
+// codedError makes main print err and exit with code.
+type codedError struct {
+	code int
+	err  error
+}
+
+func (e codedError) Error() string { return e.err.Error() }
+func (e codedError) Unwrap() error { return e.err }
+
+// invalidBundle marks an error reading, validating or compiling a bundle
+// as exit code 3; a path that cannot be opened stays a runtime failure.
+func invalidBundle(err error) error {
+	if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	return codedError{exitInvalid, err}
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	var code exitCode
+	var coded codedError
 	switch {
 	case err == nil:
 	case errors.As(err, &code): // the command has printed what it had to
 		os.Exit(int(code))
+	case errors.As(err, &coded):
+		fmt.Fprintln(os.Stderr, "toolpdp:", err)
+		os.Exit(coded.code)
 	case errors.Is(err, flag.ErrHelp): // help was asked for and printed
 	case err == errUsage: // the usage is printed already
 		os.Exit(2)
@@ -74,7 +109,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmds := map[string]func(context.Context, []string, io.Reader, io.Writer, io.Writer) error{
 		"serve": serve, "check": check, "test": test, "decide": decide, "status": status, "pending": pending, "replay": replay,
-		"hook": hook, "version": version,
+		"hook": hook, "version": version, "fmt": fmtCmd,
 		"exec": execCmd,
 	}
 	switch args[0] {

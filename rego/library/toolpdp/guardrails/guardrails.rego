@@ -8,8 +8,9 @@
 # bundle), always from the newest bundle, never from a session's pinned
 # definition: a security fix reaches running sessions at once.
 #
-# Rego: any package data.guardrails.<name> may define the sets deny and ask
-# of messages; each message becomes a reason. Nothing else there is read.
+# Rego: any package at or under data.guardrails may define deny (or
+# violation) and ask, in any common shape; each message becomes a reason.
+# toolpdp refuses at load a package defining none of them.
 package toolpdp.guardrails
 
 import data.toolpdp.text
@@ -64,88 +65,103 @@ reasons contains reason("unseen_execution", "ask", sprintf("%s was called with n
 # configuration (a .git directory or a worktree's .git file, .claude, ...) is
 # denied even inside write_paths; the names listed in protected_paths (in
 # data.guardrails or the agent's guardrails) bind reads as well (.env holds
-# secrets). Names compare without regard to case: case-insensitive file
-# systems exist, where .GIT/config is .git/config.
-reasons contains reason("protected_paths", "deny", sprintf("writing %q is denied: %q is a protected path (version control or agent configuration)", [text.clip(p.raw), name])) if {
+# secrets). toolpdp compares the names in Go, as file systems compare them
+# (Unicode case folding, the code points HFS+ ignores, Windows' trailing
+# dots and streams), by the same code that judges a shell command's
+# redirects and writing programs: p.protected is the name a path names,
+# written or resolved, and g.protected the name a search glob could match
+# (a segment with a literal character: ".env", "*.env", not "*").
+reasons contains reason("protected_paths", "deny", sprintf("writing %q is denied: %q is a protected path (version control or agent configuration)", [text.clip(p.raw), p.protected])) if {
 	some p in input.paths
 	p.access == "write"
-	some name in input.guardrails.protected
-	some candidate in [p.raw, p.resolved]
-	candidate != ""
-	protected(candidate, name)
+	p.protected != ""
 }
 
-reasons contains reason("protected_paths", "deny", sprintf("reading %q is denied: %q is a protected path", [text.clip(p.raw), name])) if {
+reasons contains reason("protected_paths", "deny", sprintf("reading %q is denied: %q is a protected path", [text.clip(p.raw), p.protected])) if {
 	some p in input.paths
 	p.access == "read"
-	some name in object.get(input.guardrails, "protected_reads", [])
-	some candidate in [p.raw, p.resolved]
-	candidate != ""
-	protected(candidate, name)
+	p.protected != ""
 }
 
-# A search glob that scope does not check (relative, no ..) still may not
-# name a protected file: a segment with a literal character that could match
-# the name's last segment (".env", "*.env", ".e[n]v"; not "*" or "**").
-reasons contains reason("protected_paths", "deny", sprintf("searching %q is denied: it can match %q, a protected path", [g.raw, name])) if {
+reasons contains reason("protected_paths", "deny", sprintf("searching %q is denied: it can match %q, a protected path", [text.clip(g.raw), g.protected])) if {
 	some g in input.globs
-	some name in object.get(input.guardrails, "protected_reads", [])
-	last := lower(regex.replace(trim_suffix(name, "/"), `^.*/`, ""))
-	some seg in split(lower(g.raw), "/")
-	trim(seg, "*") != ""
-	glob_could_match(seg, last)
+	g.protected != ""
 }
 
-# glob_could_match: a search glob's segment could match a name. Both
-# negation spellings ([!x] and ripgrep's [^x]) are read as negation; a glob
-# the matcher cannot read (an unclosed [ or {) is taken as matching: wider
-# is safe, and an evaluation error would deny every call of the tool.
-glob_could_match(seg, name) if {
-	well_formed_glob(seg)
-	glob.match(replace(seg, "[^", "[!"), ["/"], name)
+# Security teams' own guardrail packages, at any depth under
+# data.guardrails: each rule deny, violation or ask they define, with its
+# value (data.toolpdp.owned_guardrails.rules, which toolpdp generates from
+# the compiled modules when the bundle loads). Every shape OPA users write
+# is read: a set of messages, an object keyed by message, a set of objects
+# with a string msg, a boolean, a string. A value of any other shape denies
+# (guardrail_error): a guardrail the owners wrote is never nothing.
+owned contains r if some r in data.toolpdp.owned_guardrails.rules
+
+reasons contains reason(r.rule, r.effect, msg) if {
+	some r in owned
+	well_shaped(r.value)
+	some msg in messages(r)
 }
 
-glob_could_match(seg, _) if not well_formed_glob(seg)
-
-well_formed_glob(seg) if regex.match(`^(?:[^\[\]{}\\]|\\.|\[[!^]?\]?[^\]]*\]|\{[^{}\[\]]*\})*$`, seg)
-
-# protected matches a name as whole path segments anywhere in the path
-# (".git", "config/secrets"), or an absolute name as a directory prefix,
-# both without regard to case, and with each segment read as the file
-# systems that forgive spellings read it (".git." and ".git " are ".git" on
-# Windows; ".env::$DATA" is its data stream).
-protected(path, name) if {
-	not startswith(name, "/")
-	contains(normal(path), lower(concat("", ["/", trim(name, "/"), "/"])))
+reasons contains reason("guardrail_error", "deny", sprintf("guardrail %s is %s, not a shape toolpdp reads (a set or object of messages, a set of objects with a string msg, a boolean or a string): denied until its owners fix it", [r.rule, shape_of(r.value)])) if {
+	some r in owned
+	not well_shaped(r.value)
 }
 
-protected(path, name) if {
-	startswith(name, "/")
-	startswith(normal(path), lower(concat("", [trim_suffix(name, "/"), "/"])))
+well_shaped(v) if is_boolean(v)
+
+well_shaped(v) if is_string(v)
+
+well_shaped(v) if {
+	is_object(v)
+	every k, _ in v {
+		is_string(k)
+	}
 }
 
-normal(path) := concat("", ["/", concat("/", [segment(s) | some s in split(trim(lower(path), "/"), "/")]), "/"])
-
-segment(s) := trim_right(regex.replace(s, `:.*$`, ""), ". ") if {
-	not s in {".", ".."}
-} else := s
-
-# Security teams' own guardrail packages: data.guardrails.<name>.deny / .ask.
-reasons contains reason(sprintf("guardrails.%s.deny", [name]), "deny", message(name, msg)) if {
-	some name, pkg in data.guardrails
-	is_object(pkg)
-	some msg in pkg.deny
+well_shaped(v) if {
+	collection(v)
+	every e in v {
+		element_message(e)
+	}
 }
 
-reasons contains reason(sprintf("guardrails.%s.ask", [name]), "ask", message(name, msg)) if {
-	some name, pkg in data.guardrails
-	is_object(pkg)
-	some msg in pkg.ask
+collection(v) if is_set(v)
+
+collection(v) if is_array(v)
+
+element_message(e) := e if is_string(e)
+
+element_message(e) := e.msg if {
+	is_object(e)
+	is_string(e.msg)
 }
 
-message(_, msg) := msg if is_string(msg)
+messages(r) := {boolean_message(r)} if r.value == true
 
-message(name, msg) := sprintf("guardrail %s: %v", [name, msg]) if not is_string(msg)
+messages(r) := set() if r.value == false
+
+messages(r) := {text_or_rule(r, r.value)} if is_string(r.value)
+
+messages(r) := {text_or_rule(r, k) | some k, _ in r.value} if is_object(r.value)
+
+messages(r) := {text_or_rule(r, element_message(e)) | some e in r.value} if collection(r.value)
+
+boolean_message(r) := sprintf("denied by guardrail %s", [r.rule]) if r.effect == "deny"
+
+boolean_message(r) := sprintf("guardrail %s asks a person to confirm this call", [r.rule]) if r.effect == "ask"
+
+text_or_rule(_, msg) := msg if msg != ""
+
+text_or_rule(r, "") := boolean_message(r)
+
+shape_of(v) := "null" if is_null(v)
+
+shape_of(v) := sprintf("the number %v", [v]) if is_number(v)
+
+shape_of(v) := "an object with a key that is not a string" if is_object(v)
+
+shape_of(v) := "a collection holding an element that is neither a string nor an object with a string msg" if collection(v)
 
 reason(rule, effect, msg) := {"axis": "guardrail", "rule": rule, "effect": effect, "message": msg}
 

@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolpdp/v1/toolpdp.proto.
  */
 export const file_toolpdp_v1_toolpdp: GenFile = /*@__PURE__*/
-  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEizAIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLUAQoORGVjaWRlUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEg8KB21lc3NhZ2UYAiABKAkSEwoLZGVjaXNpb25faWQYAyABKAkSFwoPcG9saWN5X3JldmlzaW9uGAQgASgJEiMKB3JlYXNvbnMYBSADKAsyEi50b29scGRwLnYxLlJlYXNvbhIoCglleGVjdXRpb24YBiABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAcgASgIIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJIqACCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqYBCg9FeGVjdXRpb25Qb2xpY3kSIAoDZW52GAEgASgLMhMudG9vbHBkcC52MS5FbnZTcGVjEgsKA2N3ZBgCIAEoCRIoCgpyZWFkX3BhdGhzGAMgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgEIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgFIAEoCSIZCghQYXRoTGlzdBINCgVwYXRocxgBIAMoCSJFCgdFbnZTcGVjEgwKBG1vZGUYASABKAkSDQoFbmFtZXMYAiADKAkSHQoVaW5jbHVkZV9zYWZlX2Vudl92YXJzGAMgASgIIpQBCg5Db25maXJtUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIOCgZyZXN1bHQYAiABKAkSFAoMZGVueV9tZXNzYWdlGAMgASgJEhAKCHJlbWVtYmVyGAQgASgIEg8KB2NhbGxfaWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSEgoKc2Vzc2lvbl9pZBgHIAEoCSJHCg9Db25maXJtUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEgwKBGhhbHQYAiABKAgiggEKE1JlcG9ydFJlc3VsdFJlcXVlc3QSEwoLZGVjaXNpb25faWQYASABKAkSEAoIaXNfZXJyb3IYAiABKAgSDQoFZXJyb3IYAyABKAkSDwoHY2FsbF9pZBgEIAEoCRIQCghhZ2VudF9pZBgFIAEoCRISCgpzZXNzaW9uX2lkGAYgASgJIiQKFFJlcG9ydFJlc3VsdFJlc3BvbnNlEgwKBGhhbHQYASABKAgiOQoRRW5kU2Vzc2lvblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSIjChJFbmRTZXNzaW9uUmVzcG9uc2USDQoFZm91bmQYASABKAgiDwoNU3RhdHVzUmVxdWVzdCKDAQoOU3RhdHVzUmVzcG9uc2USFwoPcG9saWN5X3JldmlzaW9uGAEgASgJEikKB2J1bmRsZXMYAiADKAsyGC50b29scGRwLnYxLkJ1bmRsZVN0YXR1cxISCgpsYXN0X2Vycm9yGAMgASgJEhkKEWxvYWRlZF91bml4X25hbm9zGAQgASgDIi4KDEJ1bmRsZVN0YXR1cxIMCgRuYW1lGAEgASgJEhAKCHJldmlzaW9uGAIgASgJIk0KEkxpc3RQZW5kaW5nUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJUChNMaXN0UGVuZGluZ1Jlc3BvbnNlEiQKBGFza3MYASADKAsyFi50b29scGRwLnYxLlBlbmRpbmdBc2sSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIpgBCgpQZW5kaW5nQXNrEhMKC2RlY2lzaW9uX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJEg8KB21lc3NhZ2UYBSABKAkSGgoSY3JlYXRlZF91bml4X25hbm9zGAYgASgDEg8KB2NhbGxfaWQYByABKAkieAoUQXdhaXREZWNpc2lvblJlcXVlc3QSEwoLZGVjaXNpb25faWQYASABKAkSDwoHY2FsbF9pZBgCIAEoCRIQCghhZ2VudF9pZBgDIAEoCRISCgpzZXNzaW9uX2lkGAQgASgJEhQKDHdhaXRfc2Vjb25kcxgFIAEoBSLCAQoVQXdhaXREZWNpc2lvblJlc3BvbnNlEiMKBXN0YXRlGAEgASgOMhQudG9vbHBkcC52MS5Bc2tTdGF0ZRImCghkZWNpc2lvbhgCIAEoDjIULnRvb2xwZHAudjEuRGVjaXNpb24SDwoHbWVzc2FnZRgDIAEoCRIoCglleGVjdXRpb24YBCABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAUgASgIEhMKC2RlY2lzaW9uX2lkGAYgASgJIicKB1Rvb2xSZWYSDAoEbmFtZRgBIAEoCRIOCgZzZXJ2ZXIYAiABKAkiXgoSRmlsdGVyVG9vbHNSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSIgoFdG9vbHMYAyADKAsyEy50b29scGRwLnYxLlRvb2xSZWYiYwoTRmlsdGVyVG9vbHNSZXNwb25zZRIkCgd2aXNpYmxlGAEgAygLMhMudG9vbHBkcC52MS5Ub29sUmVmEiYKBmhpZGRlbhgCIAMoCzIWLnRvb2xwZHAudjEuSGlkZGVuVG9vbCI/CgpIaWRkZW5Ub29sEiEKBHRvb2wYASABKAsyEy50b29scGRwLnYxLlRvb2xSZWYSDgoGcmVhc29uGAIgASgJKkkKCENhdGVnb3J5EhgKFENBVEVHT1JZX1VOU1BFQ0lGSUVEEAASEQoNQ0FURUdPUllfU0FGRRABEhAKDENBVEVHT1JZX0FTSxACKl0KCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASEgoOREVDSVNJT05fQUxMT1cQARIRCg1ERUNJU0lPTl9ERU5ZEAISEAoMREVDSVNJT05fQVNLEAMqawoIQXNrU3RhdGUSGQoVQVNLX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRQVNLX1NUQVRFX1BFTkRJTkcQARIWChJBU0tfU1RBVEVfQU5TV0VSRUQQAhIVChFBU0tfU1RBVEVfRVhQSVJFRBADMu0ECg9EZWNpc2lvblNlcnZpY2USPwoGRGVjaWRlEhkudG9vbHBkcC52MS5EZWNpZGVSZXF1ZXN0GhoudG9vbHBkcC52MS5EZWNpZGVSZXNwb25zZRJCCgdDb25maXJtEhoudG9vbHBkcC52MS5Db25maXJtUmVxdWVzdBobLnRvb2xwZHAudjEuQ29uZmlybVJlc3BvbnNlElEKDFJlcG9ydFJlc3VsdBIfLnRvb2xwZHAudjEuUmVwb3J0UmVzdWx0UmVxdWVzdBogLnRvb2xwZHAudjEuUmVwb3J0UmVzdWx0UmVzcG9uc2USSwoKRW5kU2Vzc2lvbhIdLnRvb2xwZHAudjEuRW5kU2Vzc2lvblJlcXVlc3QaHi50b29scGRwLnYxLkVuZFNlc3Npb25SZXNwb25zZRI/CgZTdGF0dXMSGS50b29scGRwLnYxLlN0YXR1c1JlcXVlc3QaGi50b29scGRwLnYxLlN0YXR1c1Jlc3BvbnNlEk4KC0xpc3RQZW5kaW5nEh4udG9vbHBkcC52MS5MaXN0UGVuZGluZ1JlcXVlc3QaHy50b29scGRwLnYxLkxpc3RQZW5kaW5nUmVzcG9uc2USVAoNQXdhaXREZWNpc2lvbhIgLnRvb2xwZHAudjEuQXdhaXREZWNpc2lvblJlcXVlc3QaIS50b29scGRwLnYxLkF3YWl0RGVjaXNpb25SZXNwb25zZRJOCgtGaWx0ZXJUb29scxIeLnRvb2xwZHAudjEuRmlsdGVyVG9vbHNSZXF1ZXN0Gh8udG9vbHBkcC52MS5GaWx0ZXJUb29sc1Jlc3BvbnNlQjdaNWdpdGh1Yi5jb20vdG9vbHBkcC90b29scGRwL3Byb3RvL3Rvb2xwZHAvdjE7dG9vbHBkcHYxYgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEizAIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLUAQoORGVjaWRlUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEg8KB21lc3NhZ2UYAiABKAkSEwoLZGVjaXNpb25faWQYAyABKAkSFwoPcG9saWN5X3JldmlzaW9uGAQgASgJEiMKB3JlYXNvbnMYBSADKAsyEi50b29scGRwLnYxLlJlYXNvbhIoCglleGVjdXRpb24YBiABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAcgASgIIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJIqACCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqYBCg9FeGVjdXRpb25Qb2xpY3kSIAoDZW52GAEgASgLMhMudG9vbHBkcC52MS5FbnZTcGVjEgsKA2N3ZBgCIAEoCRIoCgpyZWFkX3BhdGhzGAMgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgEIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgFIAEoCSIZCghQYXRoTGlzdBINCgVwYXRocxgBIAMoCSJFCgdFbnZTcGVjEgwKBG1vZGUYASABKAkSDQoFbmFtZXMYAiADKAkSHQoVaW5jbHVkZV9zYWZlX2Vudl92YXJzGAMgASgIIpQBCg5Db25maXJtUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIOCgZyZXN1bHQYAiABKAkSFAoMZGVueV9tZXNzYWdlGAMgASgJEhAKCHJlbWVtYmVyGAQgASgIEg8KB2NhbGxfaWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSEgoKc2Vzc2lvbl9pZBgHIAEoCSJHCg9Db25maXJtUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEgwKBGhhbHQYAiABKAgiggEKE1JlcG9ydFJlc3VsdFJlcXVlc3QSEwoLZGVjaXNpb25faWQYASABKAkSEAoIaXNfZXJyb3IYAiABKAgSDQoFZXJyb3IYAyABKAkSDwoHY2FsbF9pZBgEIAEoCRIQCghhZ2VudF9pZBgFIAEoCRISCgpzZXNzaW9uX2lkGAYgASgJIiQKFFJlcG9ydFJlc3VsdFJlc3BvbnNlEgwKBGhhbHQYASABKAgiOQoRRW5kU2Vzc2lvblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSIjChJFbmRTZXNzaW9uUmVzcG9uc2USDQoFZm91bmQYASABKAgiDwoNU3RhdHVzUmVxdWVzdCKuAQoOU3RhdHVzUmVzcG9uc2USFwoPcG9saWN5X3JldmlzaW9uGAEgASgJEikKB2J1bmRsZXMYAiADKAsyGC50b29scGRwLnYxLkJ1bmRsZVN0YXR1cxISCgpsYXN0X2Vycm9yGAMgASgJEhkKEWxvYWRlZF91bml4X25hbm9zGAQgASgDEikKB3NvdXJjZXMYBSADKAsyGC50b29scGRwLnYxLlNvdXJjZVN0YXR1cyJwCgxTb3VyY2VTdGF0dXMSDAoEbmFtZRgBIAEoCRIOCgZyZW1vdGUYAiABKAgSEgoKbGFzdF9lcnJvchgDIAEoCRIfChdsYXN0X3N1Y2Nlc3NfdW5peF9uYW5vcxgEIAEoAxINCgVzdGFsZRgFIAEoCCIuCgxCdW5kbGVTdGF0dXMSDAoEbmFtZRgBIAEoCRIQCghyZXZpc2lvbhgCIAEoCSJNChJMaXN0UGVuZGluZ1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiVAoTTGlzdFBlbmRpbmdSZXNwb25zZRIkCgRhc2tzGAEgAygLMhYudG9vbHBkcC52MS5QZW5kaW5nQXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKYAQoKUGVuZGluZ0FzaxITCgtkZWNpc2lvbl9pZBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEhEKCXRvb2xfbmFtZRgEIAEoCRIPCgdtZXNzYWdlGAUgASgJEhoKEmNyZWF0ZWRfdW5peF9uYW5vcxgGIAEoAxIPCgdjYWxsX2lkGAcgASgJIngKFEF3YWl0RGVjaXNpb25SZXF1ZXN0EhMKC2RlY2lzaW9uX2lkGAEgASgJEg8KB2NhbGxfaWQYAiABKAkSEAoIYWdlbnRfaWQYAyABKAkSEgoKc2Vzc2lvbl9pZBgEIAEoCRIUCgx3YWl0X3NlY29uZHMYBSABKAUiwgEKFUF3YWl0RGVjaXNpb25SZXNwb25zZRIjCgVzdGF0ZRgBIAEoDjIULnRvb2xwZHAudjEuQXNrU3RhdGUSJgoIZGVjaXNpb24YAiABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEg8KB21lc3NhZ2UYAyABKAkSKAoJZXhlY3V0aW9uGAQgASgLMhUudG9vbHBkcC52MS5FeGVjdXRpb24SDAoEaGFsdBgFIAEoCBITCgtkZWNpc2lvbl9pZBgGIAEoCSInCgdUb29sUmVmEgwKBG5hbWUYASABKAkSDgoGc2VydmVyGAIgASgJIl4KEkZpbHRlclRvb2xzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEiIKBXRvb2xzGAMgAygLMhMudG9vbHBkcC52MS5Ub29sUmVmImMKE0ZpbHRlclRvb2xzUmVzcG9uc2USJAoHdmlzaWJsZRgBIAMoCzITLnRvb2xwZHAudjEuVG9vbFJlZhImCgZoaWRkZW4YAiADKAsyFi50b29scGRwLnYxLkhpZGRlblRvb2wiPwoKSGlkZGVuVG9vbBIhCgR0b29sGAEgASgLMhMudG9vbHBkcC52MS5Ub29sUmVmEg4KBnJlYXNvbhgCIAEoCSpJCghDYXRlZ29yeRIYChRDQVRFR09SWV9VTlNQRUNJRklFRBAAEhEKDUNBVEVHT1JZX1NBRkUQARIQCgxDQVRFR09SWV9BU0sQAipdCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACEhAKDERFQ0lTSU9OX0FTSxADKmsKCEFza1N0YXRlEhkKFUFTS19TVEFURV9VTlNQRUNJRklFRBAAEhUKEUFTS19TVEFURV9QRU5ESU5HEAESFgoSQVNLX1NUQVRFX0FOU1dFUkVEEAISFQoRQVNLX1NUQVRFX0VYUElSRUQQAzLtBAoPRGVjaXNpb25TZXJ2aWNlEj8KBkRlY2lkZRIZLnRvb2xwZHAudjEuRGVjaWRlUmVxdWVzdBoaLnRvb2xwZHAudjEuRGVjaWRlUmVzcG9uc2USQgoHQ29uZmlybRIaLnRvb2xwZHAudjEuQ29uZmlybVJlcXVlc3QaGy50b29scGRwLnYxLkNvbmZpcm1SZXNwb25zZRJRCgxSZXBvcnRSZXN1bHQSHy50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlcXVlc3QaIC50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlc3BvbnNlEksKCkVuZFNlc3Npb24SHS50b29scGRwLnYxLkVuZFNlc3Npb25SZXF1ZXN0Gh4udG9vbHBkcC52MS5FbmRTZXNzaW9uUmVzcG9uc2USPwoGU3RhdHVzEhkudG9vbHBkcC52MS5TdGF0dXNSZXF1ZXN0GhoudG9vbHBkcC52MS5TdGF0dXNSZXNwb25zZRJOCgtMaXN0UGVuZGluZxIeLnRvb2xwZHAudjEuTGlzdFBlbmRpbmdSZXF1ZXN0Gh8udG9vbHBkcC52MS5MaXN0UGVuZGluZ1Jlc3BvbnNlElQKDUF3YWl0RGVjaXNpb24SIC50b29scGRwLnYxLkF3YWl0RGVjaXNpb25SZXF1ZXN0GiEudG9vbHBkcC52MS5Bd2FpdERlY2lzaW9uUmVzcG9uc2USTgoLRmlsdGVyVG9vbHMSHi50b29scGRwLnYxLkZpbHRlclRvb2xzUmVxdWVzdBofLnRvb2xwZHAudjEuRmlsdGVyVG9vbHNSZXNwb25zZUI3WjVnaXRodWIuY29tL3Rvb2xwZHAvdG9vbHBkcC9wcm90by90b29scGRwL3YxO3Rvb2xwZHB2MWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * @generated from message toolpdp.v1.DecideRequest
@@ -580,7 +580,7 @@ export type StatusResponse = Message<"toolpdp.v1.StatusResponse"> & {
   bundles: BundleStatus[];
 
   /**
-   * the last rejected reload, "" when the last one succeeded
+   * the last rejected reload and every failing bundle server's error, "" when none
    *
    * @generated from field: string last_error = 3;
    */
@@ -590,6 +590,13 @@ export type StatusResponse = Message<"toolpdp.v1.StatusResponse"> & {
    * @generated from field: int64 loaded_unix_nanos = 4;
    */
   loadedUnixNanos: bigint;
+
+  /**
+   * one per --bundle, in order
+   *
+   * @generated from field: repeated toolpdp.v1.SourceStatus sources = 5;
+   */
+  sources: SourceStatus[];
 };
 
 /**
@@ -598,6 +605,54 @@ export type StatusResponse = Message<"toolpdp.v1.StatusResponse"> & {
  */
 export const StatusResponseSchema: GenMessage<StatusResponse> = /*@__PURE__*/
   messageDesc(file_toolpdp_v1_toolpdp, 14);
+
+/**
+ * SourceStatus is one --bundle source as the server last saw it. Names
+ * carry no credential: a URL's userinfo and query are not shown.
+ *
+ * @generated from message toolpdp.v1.SourceStatus
+ */
+export type SourceStatus = Message<"toolpdp.v1.SourceStatus"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * a bundle server, polled
+   *
+   * @generated from field: bool remote = 2;
+   */
+  remote: boolean;
+
+  /**
+   * the last download's error; "" after one that succeeded
+   *
+   * @generated from field: string last_error = 3;
+   */
+  lastError: string;
+
+  /**
+   * the last download that succeeded (a 304 included); 0: none yet
+   *
+   * @generated from field: int64 last_success_unix_nanos = 4;
+   */
+  lastSuccessUnixNanos: bigint;
+
+  /**
+   * not refreshed for several polls: the policy may be out of date
+   *
+   * @generated from field: bool stale = 5;
+   */
+  stale: boolean;
+};
+
+/**
+ * Describes the message toolpdp.v1.SourceStatus.
+ * Use `create(SourceStatusSchema)` to create a new message.
+ */
+export const SourceStatusSchema: GenMessage<SourceStatus> = /*@__PURE__*/
+  messageDesc(file_toolpdp_v1_toolpdp, 15);
 
 /**
  * @generated from message toolpdp.v1.BundleStatus
@@ -619,7 +674,7 @@ export type BundleStatus = Message<"toolpdp.v1.BundleStatus"> & {
  * Use `create(BundleStatusSchema)` to create a new message.
  */
 export const BundleStatusSchema: GenMessage<BundleStatus> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 15);
+  messageDesc(file_toolpdp_v1_toolpdp, 16);
 
 /**
  * @generated from message toolpdp.v1.ListPendingRequest
@@ -652,7 +707,7 @@ export type ListPendingRequest = Message<"toolpdp.v1.ListPendingRequest"> & {
  * Use `create(ListPendingRequestSchema)` to create a new message.
  */
 export const ListPendingRequestSchema: GenMessage<ListPendingRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 16);
+  messageDesc(file_toolpdp_v1_toolpdp, 17);
 
 /**
  * @generated from message toolpdp.v1.ListPendingResponse
@@ -676,7 +731,7 @@ export type ListPendingResponse = Message<"toolpdp.v1.ListPendingResponse"> & {
  * Use `create(ListPendingResponseSchema)` to create a new message.
  */
 export const ListPendingResponseSchema: GenMessage<ListPendingResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 17);
+  messageDesc(file_toolpdp_v1_toolpdp, 18);
 
 /**
  * PendingAsk is an ask decision no person has answered yet.
@@ -727,7 +782,7 @@ export type PendingAsk = Message<"toolpdp.v1.PendingAsk"> & {
  * Use `create(PendingAskSchema)` to create a new message.
  */
 export const PendingAskSchema: GenMessage<PendingAsk> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 18);
+  messageDesc(file_toolpdp_v1_toolpdp, 19);
 
 /**
  * AwaitDecisionRequest names the ask by decision_id, or by the call_id its
@@ -769,7 +824,7 @@ export type AwaitDecisionRequest = Message<"toolpdp.v1.AwaitDecisionRequest"> & 
  * Use `create(AwaitDecisionRequestSchema)` to create a new message.
  */
 export const AwaitDecisionRequestSchema: GenMessage<AwaitDecisionRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 19);
+  messageDesc(file_toolpdp_v1_toolpdp, 20);
 
 /**
  * @generated from message toolpdp.v1.AwaitDecisionResponse
@@ -817,7 +872,7 @@ export type AwaitDecisionResponse = Message<"toolpdp.v1.AwaitDecisionResponse"> 
  * Use `create(AwaitDecisionResponseSchema)` to create a new message.
  */
 export const AwaitDecisionResponseSchema: GenMessage<AwaitDecisionResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 20);
+  messageDesc(file_toolpdp_v1_toolpdp, 21);
 
 /**
  * @generated from message toolpdp.v1.ToolRef
@@ -839,7 +894,7 @@ export type ToolRef = Message<"toolpdp.v1.ToolRef"> & {
  * Use `create(ToolRefSchema)` to create a new message.
  */
 export const ToolRefSchema: GenMessage<ToolRef> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 21);
+  messageDesc(file_toolpdp_v1_toolpdp, 22);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsRequest
@@ -866,7 +921,7 @@ export type FilterToolsRequest = Message<"toolpdp.v1.FilterToolsRequest"> & {
  * Use `create(FilterToolsRequestSchema)` to create a new message.
  */
 export const FilterToolsRequestSchema: GenMessage<FilterToolsRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 22);
+  messageDesc(file_toolpdp_v1_toolpdp, 23);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsResponse
@@ -888,7 +943,7 @@ export type FilterToolsResponse = Message<"toolpdp.v1.FilterToolsResponse"> & {
  * Use `create(FilterToolsResponseSchema)` to create a new message.
  */
 export const FilterToolsResponseSchema: GenMessage<FilterToolsResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 23);
+  messageDesc(file_toolpdp_v1_toolpdp, 24);
 
 /**
  * @generated from message toolpdp.v1.HiddenTool
@@ -910,7 +965,7 @@ export type HiddenTool = Message<"toolpdp.v1.HiddenTool"> & {
  * Use `create(HiddenToolSchema)` to create a new message.
  */
 export const HiddenToolSchema: GenMessage<HiddenTool> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 24);
+  messageDesc(file_toolpdp_v1_toolpdp, 25);
 
 /**
  * Category is the caller's safety classification of a tool.
