@@ -21,7 +21,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -115,6 +114,10 @@ func startSidecar(t *testing.T, env []string, args ...string) *sidecar {
 	all := append([]string{"serve", "--listen", "unix://" + sock, "--metrics-listen", metrics, "--decision-log", "off"}, args...)
 	s := &sidecar{p: startBinaryEnv(t, binary(t), env, all...), metrics: metrics}
 	s.conn = dialUnix(t, sock)
+	until(t, 20*time.Second, "the socket", func() bool {
+		_, err := os.Stat(sock)
+		return err == nil
+	})
 	return s
 }
 
@@ -357,7 +360,9 @@ func TestBundleServerFailuresAreSurfaced(t *testing.T) {
 		}
 		serveBytes(revisionTarball(t, "elsewhere"), "")(w, r)
 	})
-	srv.set(func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, other.URL+"/b.tar.gz", http.StatusFound) })
+	srv.set(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/b.tar.gz", http.StatusFound)
+	})
 	until(t, 10*time.Second, "the redirected bundle", func() bool { return strings.Contains(s.status(t).PolicyRevision, "elsewhere") })
 	if a, _ := leaked.Load().(string); a != "" {
 		t.Errorf("the other origin received Authorization %q", a)
@@ -528,5 +533,3 @@ func TestTokenRotationAndSIGHUP(t *testing.T) {
 		t.Errorf("exit %v, stderr:\n%s", out.waitErr, out.stderr.String())
 	}
 }
-
-var _ = insecure.NewCredentials
