@@ -31,7 +31,7 @@ import (
 // Tests of the built binary against bundle servers that misbehave, started
 // on loopback by each test.
 
-const bundleAgents = `{"coder": {"tools": [{"type": "agent_toolset_20260401"}]}}`
+const bundleAgents = `{"coder": {"tools": [{"type": "agent_toolset"}]}}`
 
 // packTarball writes an `opa build`-style .tar.gz to w: each file add is
 // given, in order. It stops at the first error (a client that hung up).
@@ -61,7 +61,7 @@ func revisionTarball(t *testing.T, rev string) []byte {
 		if err := add(".manifest", []byte(`{"revision": "`+rev+`", "roots": ["agents"]}`)); err != nil {
 			return err
 		}
-		return add("agents/data.json", []byte(`{"agents": `+bundleAgents+`}`))
+		return add("agents/data.json", []byte(bundleAgents))
 	})
 	if err != nil {
 		t.Fatal(err)
