@@ -143,23 +143,23 @@ func TestConfirmListenSeparatesTheApprover(t *testing.T) {
 // shown to globex.
 func TestStatusHidesAnotherWorkspacesErrors(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("w"), "agents/data.json": workspaceAgents})
-	ts := startServer(t, serverOpts{bundles: []string{dir}, bind: &Workspaces{Tokens: map[string]string{acmeToken: "acme", globexToken: "globex"}}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, API: grpcapi.Config{Workspaces: &grpcapi.Workspaces{Tokens: map[string]string{acmeToken: "acme", globexToken: "globex"}}}})
 	broken := strings.Replace(workspaceAgents, `"globex-coder": {"workspace": "globex", "tools": [{"type": "agent_toolset"}]}`,
 		`"globex-coder": {"workspace": "globex", "tools": [{"type": "globex-secret-tool-kind"}]}`, 1)
 	if err := os.WriteFile(filepath.Join(dir, "agents/data.json"), []byte(broken), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := ts.engine.Reload(context.Background(), false); err == nil {
+	if err := ts.Engine.Reload(context.Background(), false); err == nil {
 		t.Fatal("the broken bundle loaded")
 	}
-	acme, err := ts.client.Status(as(acmeToken), &pb.StatusRequest{})
+	acme, err := ts.Client.Status(as(acmeToken), &pb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(acme.LastError, "globex-secret-tool-kind") || !strings.Contains(acme.LastError, "another workspace") {
 		t.Errorf("acme sees %q", acme.LastError)
 	}
-	globex, err := ts.client.Status(as(globexToken), &pb.StatusRequest{})
+	globex, err := ts.Client.Status(as(globexToken), &pb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
