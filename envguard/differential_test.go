@@ -176,7 +176,21 @@ func diffTables(t testing.TB) *Tables {
 	if err := json.Unmarshal(data, &tables); err != nil {
 		t.Fatal(err)
 	}
+	if err := tables.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	return &tables
+}
+
+// diffRulesFor are the differential test's rules, with the library's
+// protected names for writes and .env for reads.
+func diffRulesFor(t testing.TB, tables *Tables) *Rules {
+	t.Helper()
+	rules, err := tables.CompileRules(diffRules.deny, diffRules.ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules.Protect(append([]string{".env"}, tables.ProtectedNames...), []string{".env"})
 }
 
 // checkDifferential runs one command and reports a disagreement.
@@ -186,7 +200,7 @@ func checkDifferential(t testing.TB, s *sandbox, tables *Tables, rules *Rules, c
 	if err != nil {
 		return // asked: the command cannot be checked
 	}
-	if len(a.Unseen) > 0 || len(rules.Match(tables, a)) > 0 {
+	if len(a.Unseen) > 0 || len(rules.Match(tables, a)) > 0 || len(rules.Protected(context.Background(), a, s.work)) > 0 {
 		return // asked or denied
 	}
 	records, out, err := s.run(cmd)
@@ -246,7 +260,7 @@ func leafArgvs(a *Analysis) []string {
 func TestShellDifferentialShapes(t *testing.T) {
 	s := getSandbox(t)
 	tables := diffTables(t)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
+	rules := diffRulesFor(t, tables)
 	for _, cmd := range append(attackShapes, ordinaryShapes...) {
 		checkDifferential(t, s, tables, rules, cmd)
 	}
@@ -258,7 +272,7 @@ func TestShellDifferentialShapes(t *testing.T) {
 func TestShellDifferentialGenerated(t *testing.T) {
 	s := getSandbox(t)
 	tables := diffTables(t)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
+	rules := diffRulesFor(t, tables)
 	n := 300
 	if testing.Short() {
 		n = 60
@@ -280,7 +294,7 @@ func FuzzShellDifferential(f *testing.F) {
 	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
 	f.Add([]byte{200, 100, 50, 25, 12, 6, 3, 1, 0, 255, 128, 64, 32, 16, 8, 4, 2})
 	tables := diffTables(f)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
+	rules := diffRulesFor(f, tables)
 	f.Fuzz(func(t *testing.T, seed []byte) {
 		checkDifferential(t, getSandbox(t), tables, rules, generate(seed))
 	})
@@ -475,7 +489,7 @@ var ordinaryShapes = []string{
 // TestShellShapesOrdinaryHaveNothingUnseen: everyday commands stay allowed.
 func TestShellShapesOrdinaryHaveNothingUnseen(t *testing.T) {
 	tables := diffTables(t)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
+	rules := diffRulesFor(t, tables)
 	for _, cmd := range ordinaryShapes {
 		a, err := tables.Analyze(context.Background(), cmd)
 		if err != nil {
@@ -495,7 +509,7 @@ func TestShellShapesOrdinaryHaveNothingUnseen(t *testing.T) {
 // for an agent with command rules, whatever bash would make of it.
 func TestShellAttackShapesAreNotAllowed(t *testing.T) {
 	tables := diffTables(t)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
+	rules := diffRulesFor(t, tables)
 	for _, cmd := range attackShapes {
 		a, err := tables.Analyze(context.Background(), cmd)
 		if err != nil {

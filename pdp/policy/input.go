@@ -51,7 +51,11 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 		in.Insert(ast.StringTerm("globs"), ast.ArrayTerm())
 	}
 	if names, ok := t.shellTools[req.GetToolName()]; ok {
-		cmd := analyzeCommand(ctx, t.shell, commands, names, req.GetArgs())
+		cwd := ""
+		if policy != nil {
+			cwd = policy.Cwd
+		}
+		cmd := analyzeCommand(ctx, t.shell, commands, names, req.GetArgs(), cwd)
 		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
 	}
 	return in
@@ -70,7 +74,7 @@ func effectivePolicy(agent *Agent, req *pb.DecideRequest) *ExecutionPolicy {
 }
 
 func policyFromProto(p *pb.ExecutionPolicy) *ExecutionPolicy {
-	out := &ExecutionPolicy{Cwd: p.GetCwd()}
+	out := &ExecutionPolicy{Cwd: p.GetCwd(), Network: p.GetNetwork()}
 	if e := p.GetEnv(); e != nil {
 		out.Env = &EnvSpec{Mode: e.GetMode(), Names: e.GetNames(), IncludeSafeEnvVars: e.GetIncludeSafeEnvVars()}
 		if m := e.GetMode(); m != "allowlist" && m != "denylist" {
@@ -94,6 +98,9 @@ func policyValue(p *ExecutionPolicy) ast.Value {
 	o := ast.NewObject()
 	if p.Cwd != "" {
 		o.Insert(ast.StringTerm("cwd"), ast.StringTerm(p.Cwd))
+	}
+	if p.Network != "" {
+		o.Insert(ast.StringTerm("network"), ast.StringTerm(p.Network))
 	}
 	if p.Env != nil {
 		names := make([]*ast.Term, len(p.Env.Names))
@@ -272,10 +279,11 @@ func pathTerm(arg, access, raw, resolved string, err error) *ast.Term {
 
 // analyzeCommand is what a shell tool's call would run: each of its command
 // arguments (a string is parsed, a list of strings is an argv) analysed by
-// envguard, the agent's command rules matched against every leaf, and what
-// the analysis could not see.
-func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *commandRules, names []string, args *structpb.Struct) ast.Value {
-	var leaves, unseen, matches []*ast.Term
+// envguard, the agent's command rules matched against every leaf, what
+// the analysis could not see, the protected files it names (resolved
+// against cwd) and its network use.
+func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *commandRules, names []string, args *structpb.Struct, cwd string) ast.Value {
+	var leaves, unseen, matches, protected, network, netUses []*ast.Term
 	var errs []string
 	found := false
 	for _, name := range names {
@@ -304,11 +312,30 @@ func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *commandRules, n
 		for _, u := range a.Unseen {
 			unseen = append(unseen, ast.ObjectTerm(item("construct", ast.String(u.Construct)), item("text", ast.String(u.Text))))
 		}
+		for _, p := range cr.rules.Protected(ctx, a, cwd) {
+			protected = append(protected, ast.ObjectTerm(
+				item("access", ast.String(p.Access)),
+				item("word", ast.String(p.Word)),
+				item("name", ast.String(p.Name)),
+				item("what", ast.String(p.What)),
+				item("text", ast.String(p.Text)),
+				item("certain", ast.Boolean(p.Certain)),
+			))
+		}
+		for _, n := range a.Network {
+			network = append(network, ast.StringTerm(n))
+		}
+		for _, argv := range t.NetworkUses(a) {
+			netUses = append(netUses, ast.NewTerm(stringArray(argv)))
+		}
 	}
 	return ast.NewObject(
 		item("leaves", ast.NewArray(leaves...)),
 		item("matches", ast.NewArray(matches...)),
 		item("unseen", ast.NewArray(unseen...)),
+		item("protected", ast.NewArray(protected...)),
+		item("network", ast.NewArray(network...)),
+		item("network_uses", ast.NewArray(netUses...)),
 		item("error", ast.String(strings.Join(errs, "; "))),
 		item("missing", ast.Boolean(!found)),
 		item("guarded", ast.Boolean(cr.guarded)),

@@ -115,6 +115,8 @@ type ExecutionPolicy struct {
 	Cwd        string    `json:"cwd,omitempty"`
 	ReadPaths  *[]string `json:"read_paths,omitempty"`
 	WritePaths *[]string `json:"write_paths,omitempty"`
+	// Network is "none" when shell tools may not use the network.
+	Network string `json:"network,omitempty"`
 }
 
 // EnvSpec says which variables of the request's env a Bash or Exec call gets.
@@ -292,8 +294,10 @@ func (a *Agent) Denials() int {
 // compileCommands compiles an index guardrails entry's command rules.
 func (s *Snapshot) compileCommands(v any, packages bool) (*commandRules, error) {
 	var g struct {
-		Deny []string `json:"deny_commands"`
-		Ask  []string `json:"ask_commands"`
+		Deny      []string `json:"deny_commands"`
+		Ask       []string `json:"ask_commands"`
+		Protected []string `json:"protected"`
+		Reads     []string `json:"protected_reads"`
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -302,8 +306,11 @@ func (s *Snapshot) compileCommands(v any, packages bool) (*commandRules, error) 
 	if err := json.Unmarshal(raw, &g); err != nil {
 		return nil, fmt.Errorf("deny_commands and ask_commands must be lists of strings: %w", err)
 	}
-	rules := s.tables.shell.CompileRules(g.Deny, g.Ask)
-	return &commandRules{rules: rules, guarded: packages || !rules.Empty()}, nil
+	rules, err := s.tables.shell.CompileRules(g.Deny, g.Ask)
+	if err != nil {
+		return nil, err
+	}
+	return &commandRules{rules: rules.Protect(g.Protected, g.Reads), guarded: packages || !rules.Empty()}, nil
 }
 
 // commandsFor are an agent's command rules in this snapshot.

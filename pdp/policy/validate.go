@@ -341,8 +341,10 @@ func (a *agentIssues) executionPolicy(field string, v any) {
 			a.absolutePaths(f, m[k])
 		case "env":
 			a.envSpec(f, m[k])
+		case "network":
+			a.network(f, m[k])
 		default:
-			a.unknown(f, k, []string{"cwd", "read_paths", "write_paths", "env"})
+			a.unknown(f, k, []string{"cwd", "read_paths", "write_paths", "env", "network"})
 		}
 	}
 }
@@ -379,9 +381,19 @@ func (a *agentIssues) guardrails(v any) {
 			a.strings(f, m[k])
 		case "protect_vcs_and_agent_config":
 			a.boolean(f, m[k])
+		case "network":
+			a.network(f, m[k])
 		default:
-			a.unknown(f, k, []string{"deny_commands", "ask_commands", "protected_paths", "protect_vcs_and_agent_config"})
+			a.unknown(f, k, []string{"deny_commands", "ask_commands", "protected_paths", "protect_vcs_and_agent_config", "network"})
 		}
+	}
+}
+
+// network is "none" (shell tools may not use the network) or "" (not
+// enforced).
+func (a *agentIssues) network(field string, v any) {
+	if s, ok := a.str(field, v); ok && s != "none" && s != "" {
+		a.errorf(field, "%q is not \"none\"", s)
 	}
 }
 

@@ -66,6 +66,33 @@ reasons contains reason("unseen_execution", "ask", sprintf("%s was called with n
 # data.guardrails or the agent's guardrails) bind reads as well (.env holds
 # secrets). Names compare without regard to case: case-insensitive file
 # systems exist, where .GIT/config is .git/config.
+reasons contains reason("protected_paths", "ask", sprintf("%s %q reaches %q, a protected path (version control, agent configuration or a protected_paths entry): a person must confirm it", [p.what, text.clip(p.word), p.name])) if {
+	some p in input.command.protected
+	p.name != ""
+}
+
+reasons contains reason("protected_paths", "ask", sprintf("%s %q, a name known only at run time, could reach a protected path (version control, agent configuration or a protected_paths entry): a person must confirm it", [p.what, text.clip(p.word)])) if {
+	some p in input.command.protected
+	p.name == ""
+}
+
+# network_forbidden: the call site's or the agent's execution policy, or
+# a guardrail (which only tightens), says shell tools may not use the
+# network.
+network_forbidden if input.policy.network == "none"
+
+network_forbidden if input.guardrails.network == "none"
+
+reasons contains reason("network", "deny", sprintf("the command opens a network connection (%s) and network use is forbidden here (network: none)", [text.clip(n)])) if {
+	network_forbidden
+	some n in input.command.network
+}
+
+reasons contains reason("network", "ask", sprintf("command %q uses the network, which is forbidden here (network: none): a person must confirm it", [text.clip(concat(" ", argv))])) if {
+	network_forbidden
+	some argv in input.command.network_uses
+}
+
 reasons contains reason("protected_paths", "deny", sprintf("writing %q is denied: %q is a protected path (version control or agent configuration)", [text.clip(p.raw), name])) if {
 	some p in input.paths
 	p.access == "write"
@@ -160,7 +187,13 @@ merged(own) := {
 	"ask_commands": array.concat(object.get(global, "ask_commands", []), object.get(own, "ask_commands", [])),
 	"protected": protected_names(own),
 	"protected_reads": listed(own),
+	"network": network(own),
 }
+
+# network is "none" when the agent's guardrails or the bundle's say so.
+network(own) := "none" if {
+	"none" in {object.get(own, "network", ""), object.get(global, "network", "")}
+} else := ""
 
 default global := {}
 
