@@ -2,8 +2,9 @@ package envguard
 
 import (
 	"context"
-	"path"
 	"strings"
+
+	"github.com/toolpdp/toolpdp/envguard/protectednames"
 )
 
 // pathUse is a file a command names: a redirect target, a writing
@@ -153,29 +154,21 @@ type ProtectedUse struct {
 	Certain bool   // the word is a literal that names it
 }
 
-// nameSet is a compiled list of protected names, compared as the file
-// systems toolpdp's users run on compare names.
-type nameSet interface {
-	Empty() bool
-	Match(p string) (string, bool)
-	GlobCouldMatch(glob string) (string, bool)
-}
-
 // Protect returns r with the protected names for writes (version control,
 // agent configuration and the listed protected_paths) and for reads (the
-// listed ones alone), compiled once.
-func (r *Rules) Protect(writes, reads []string) *Rules {
+// listed ones alone), compared as the file tools' paths are.
+func (r *Rules) Protect(writes, reads *protectednames.Set) *Rules {
 	if r == nil {
 		r = &Rules{}
 	}
 	out := *r
-	out.protect, out.reads = protectedNames(writes), protectedNames(reads)
+	out.protect, out.reads = writes, reads
 	return &out
 }
 
 // Guarded reports rules that protect any name.
 func (r *Rules) Guarded() bool {
-	return r != nil && (r.protect != nil && !r.protect.Empty() || r.reads != nil && !r.reads.Empty())
+	return r != nil && (!r.protect.Empty() || !r.reads.Empty())
 }
 
 // Protected returns the files the analysis names that are or could be
@@ -194,7 +187,7 @@ func (r *Rules) Protected(ctx context.Context, a *Analysis, cwd string) []Protec
 		if u.write {
 			set, access = r.protect, "write"
 		}
-		if set == nil || set.Empty() {
+		if set.Empty() {
 			continue
 		}
 		name, certain, ok := r.reaches(ctx, set, u, cwd)
@@ -206,7 +199,7 @@ func (r *Rules) Protected(ctx context.Context, a *Analysis, cwd string) []Protec
 	return out
 }
 
-func (r *Rules) reaches(ctx context.Context, set nameSet, u pathUse, cwd string) (name string, certain, ok bool) {
+func (r *Rules) reaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd string) (name string, certain, ok bool) {
 	w := u.w
 	switch {
 	case w.kind == literal || w.home:
@@ -285,92 +278,4 @@ func braceAlternatives(s string) []string {
 		}
 	}
 	return out
-}
-
-// protectedNames compiles names with the one comparison toolpdp has for
-// protected names.
-func protectedNames(names []string) nameSet {
-	return newFoldedNames(names)
-}
-
-// foldedNames compares names by segment without regard to case, with
-// Windows' trailing dots and blanks and :stream suffixes dropped, as the
-// library's file-tool guardrail does.
-type foldedNames struct {
-	names []folded
-}
-
-type folded struct {
-	name     string
-	absolute bool
-	segs     []string
-}
-
-func newFoldedNames(names []string) *foldedNames {
-	s := &foldedNames{}
-	for _, n := range names {
-		segs := foldSegments(n)
-		if len(segs) == 0 {
-			continue
-		}
-		s.names = append(s.names, folded{name: n, absolute: strings.HasPrefix(n, "/"), segs: segs})
-	}
-	return s
-}
-
-func foldSegments(p string) []string {
-	var out []string
-	for _, seg := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }) {
-		if seg == "." {
-			continue
-		}
-		if seg != ".." {
-			if i := strings.IndexByte(seg, ':'); i > 0 {
-				seg = seg[:i]
-			}
-			seg = strings.TrimRight(seg, ". ")
-		}
-		out = append(out, strings.ToLower(seg))
-	}
-	return out
-}
-
-func (s *foldedNames) Empty() bool { return s == nil || len(s.names) == 0 }
-
-func (s *foldedNames) Match(p string) (string, bool) {
-	segs := foldSegments(p)
-	abs := strings.HasPrefix(p, "/")
-	for _, n := range s.names {
-		for i := 0; i+len(n.segs) <= len(segs); i++ {
-			if n.absolute && (!abs || i > 0) {
-				break
-			}
-			match := true
-			for j, seg := range n.segs {
-				if segs[i+j] != seg {
-					match = false
-					break
-				}
-			}
-			if match {
-				return n.name, true
-			}
-		}
-	}
-	return "", false
-}
-
-func (s *foldedNames) GlobCouldMatch(glob string) (string, bool) {
-	for _, seg := range strings.Split(strings.ToLower(glob), "/") {
-		if strings.Trim(seg, "*") == "" {
-			continue
-		}
-		for _, n := range s.names {
-			last := n.segs[len(n.segs)-1]
-			if ok, err := path.Match(strings.ReplaceAll(seg, "[!", "[^"), last); ok || err != nil {
-				return n.name, true
-			}
-		}
-	}
-	return "", false
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/toolpdp/toolpdp/envguard/protectednames"
 )
 
 // Rules are command rules ("curl", "rm -rf", "git push"), compiled once.
@@ -11,7 +13,7 @@ type Rules struct {
 	rules []rule
 	// protect are the names writes through the shell may not reach, and
 	// reads the names reads may not: see Protect.
-	protect, reads nameSet
+	protect, reads *protectednames.Set
 }
 
 type rule struct {

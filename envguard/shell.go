@@ -426,13 +426,8 @@ func (a *analyzer) execConfig(ctx leafCtx, what, p string) {
 		a.unseen(what+" into "+clip(p)+" (git's configuration, whose aliases run commands)", ctx.src)
 		return
 	}
-	for _, seg := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '=' }) {
-		for _, name := range a.t.tables().protected {
-			if strings.EqualFold(seg, name) {
-				a.unseen(what+" into "+clip(p)+" ("+name+": version control, agent or program configuration, whose files run commands)", ctx.src)
-				return
-			}
-		}
+	if name, ok := a.t.tables().execConfig.Match(strings.ReplaceAll(p, "=", "/")); ok { // dd of=~/.bashrc
+		a.unseen(what+" into "+clip(p)+" ("+name+": program configuration, whose files run commands)", ctx.src)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/toolpdp/toolpdp/envguard/protectednames"
 )
 
 // Tables are the data the shell analysis reads: in toolpdp they come from the
@@ -21,12 +23,15 @@ type Tables struct {
 	// OptionAliases maps a program's long options to the short option they
 	// mean, so a rule `rm -rf` sees `rm --recursive --force`.
 	OptionAliases map[string]map[string]string `json:"option_aliases"`
-	// UnsafeEnv are variables that change what a program runs or loads;
-	// "LD_*" is a prefix. Setting one before a command is unseen execution.
+	// UnsafeEnv are the library's unsafe_env_vars, the one list of
+	// variables that make a program load or run other code (the same list
+	// a denylist env policy removes); "LD_*" is a prefix. Setting one
+	// before a command is unseen execution.
 	UnsafeEnv []string `json:"unsafe_env_vars"`
-	// ExecEnv are more variables that name a command some program runs
-	// (GIT_SEQUENCE_EDITOR, GIT_SSH, MANPAGER): setting one before a command
-	// is unseen execution too.
+	// ExecEnv is the shell analysis' own table of what else changes what
+	// runs when set before a command — PATH, variables that name a command
+	// some program runs (GIT_SEQUENCE_EDITOR, GIT_SSH, MANPAGER), git's
+	// GIT_CONFIG_* — which an env policy does not remove.
 	ExecEnv []string `json:"exec_env_vars"`
 	// ExecEnvValues are variables that run a command only with some
 	// values (GOFLAGS=-toolexec=…): glob patterns of the values that do.
@@ -142,7 +147,7 @@ type compiled struct {
 	printOnly     map[string]bool
 	patternOpts   map[string][]string
 	patternOps    map[string]int
-	protected     []string // ExecConfigFiles: files whose contents programs run
+	execConfig    *protectednames.Set // files whose contents programs run
 }
 
 type execOption struct {
@@ -240,7 +245,7 @@ func (t *Tables) compile() (*compiled, error) {
 		printOnly:     set(t.PrintOnly),
 		patternOpts:   t.PatternOptions,
 		patternOps:    t.PatternOperands,
-		protected:     t.ExecConfigFiles,
+		execConfig:    protectednames.New(t.ExecConfigFiles),
 	}
 	for _, v := range t.InertShellVariables {
 		delete(c.shellVars, v)
@@ -308,12 +313,10 @@ func set(list []string) map[string]bool {
 	return m
 }
 
-// unsafeName reports whether assigning name changes what runs: the
-// UnsafeEnv and ExecEnv lists, the shell's own variables, PATH and IFS.
+// unsafeName reports whether assigning name changes what runs: an entry
+// of UnsafeEnv or ExecEnv, compared without case, "*" ending a prefix, or
+// a variable the shell itself interprets.
 func (t *Tables) unsafeName(name string) bool {
-	if name == "PATH" || name == "IFS" || strings.HasPrefix(name, "GIT_CONFIG") {
-		return true
-	}
 	if t.tables().shellVars[name] {
 		return true
 	}

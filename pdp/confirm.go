@@ -1,10 +1,15 @@
 package pdp
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/policy"
@@ -15,14 +20,18 @@ import (
 // MaxReportErrorBytes bounds ReportResult's error text.
 const MaxReportErrorBytes = 16 << 10
 
-// Confirm records a person's answer to workspace ws's ask. A deny counts toward the session's consecutive
-// cap; an allow resets it for a session that never reported a result; an
-// allow with remember lets later calls of the session that are exactly this
-// call run without asking. The request's shape is checked first
-// (INVALID_ARGUMENT), then the id (NOT_FOUND: unknown, expired, or another
-// workspace's), then its state (FAILED_PRECONDITION: not an ask, or
-// answered before).
-func (e *Engine) Confirm(ws string, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
+// Confirm records the answer of a person (by: who answered, for the
+// decision log) to workspace ws's ask. An allow meets the policy in
+// force: the call is decided again with the session's pin and the newest
+// guardrails, and if that is now a deny, the allow is a deny naming the
+// newer rule. A deny counts toward the session's consecutive cap; an allow
+// resets it for a session that never reported a result; an allow with
+// remember lets later calls of the session that are exactly this call run
+// without asking. The request's shape is checked first (INVALID_ARGUMENT),
+// then the id (NOT_FOUND: unknown, expired, or another workspace's), then
+// its state (FAILED_PRECONDITION: not an ask, or answered before). The
+// agent's AwaitDecision wakes as soon as the answer is recorded.
+func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
 	var answer pb.Decision
 	switch req.GetResult() {
 	case "allow":
@@ -34,6 +43,9 @@ func (e *Engine) Confirm(ws string, req *pb.ConfirmRequest) (*pb.ConfirmResponse
 		if req.GetRemember() {
 			return nil, errorf(InvalidArgument, "remember: only valid with result \"allow\"")
 		}
+		if len(req.GetDenyMessage()) > MaxDenyMessageBytes {
+			return nil, errorf(InvalidArgument, "deny_message: %d bytes, more than the limit of %d", len(req.GetDenyMessage()), MaxDenyMessageBytes)
+		}
 		answer = pb.Decision_DECISION_DENY
 	default:
 		return nil, errorf(InvalidArgument, "result: %q is not \"allow\" or \"deny\"", req.GetResult())
@@ -43,38 +55,117 @@ func (e *Engine) Confirm(ws string, req *pb.ConfirmRequest) (*pb.ConfirmResponse
 		return nil, err
 	}
 	now := e.cfg.Now()
-	revoked := false
-	ask, found, answered := e.pending.Answer(id, ws, func(c *session.Call) pb.Decision {
-		// A person's allow cannot bring back an agent the policy removed:
-		// its calls are denied, asks still pending included.
-		if answer == pb.Decision_DECISION_ALLOW && e.removed(c.AgentID) {
-			revoked = true
-			return pb.Decision_DECISION_DENY
+	ask, found := e.pending.Get(id, ws, now)
+	if err := askState(id, ask, found); err != nil {
+		return nil, err
+	}
+	final := &pb.DecideResponse{Decision: answer, Message: personDenied(req.GetDenyMessage())}
+	if answer == pb.Decision_DECISION_ALLOW {
+		final = e.redecide(ctx, &ask, now)
+	}
+	var halt bool
+	got, found, answered := e.pending.Answer(id, ws, func(c *session.Call) {
+		c.Answer, c.AnsweredBy = final.Decision, by
+		if final.Decision == pb.Decision_DECISION_DENY {
+			c.AnswerMessage = final.Message
+		} else if final.Execution != nil {
+			c.Execution, _ = proto.Marshal(final.Execution)
 		}
-		return answer
+		halt = e.sessions.Record(c.Workspace, c.AgentID, c.SessionID, policy.EffectName(c.Answer), c.MaxDenials, now)
+		c.Halt = halt
 	}, now)
-	switch {
-	case found == session.Expired:
-		return nil, errorf(NotFound, "decision_id: %q expired before it was confirmed", id)
-	case found == session.NotFound:
-		return nil, notFoundError(id)
-	case ask.Decision != pb.Decision_DECISION_ASK:
-		return nil, errorf(FailedPrecondition, "decision_id: %q was not an ask (it was %s); only asks are confirmed", id, policy.EffectName(ask.Decision))
-	case !answered:
-		return nil, errorf(FailedPrecondition, "decision_id: %q was answered before (%s); an ask is answered once", id, policy.EffectName(ask.Answer))
+	if !answered { // answered by someone else between Get and Answer
+		if err := askState(id, derefCall(got), found); err != nil {
+			return nil, err
+		}
 	}
-	answer = ask.Answer
-	halt := e.sessions.Record(ask.Workspace, ask.AgentID, ask.SessionID, policy.EffectName(answer), ask.MaxDenials, now)
 	remembered := false
-	if revoked {
-		e.cfg.Logger.Info("a confirmation of a removed agent's ask is a deny", "decision_id", ask.DecisionID, "agent_id", ask.AgentID)
-	}
-	if answer == pb.Decision_DECISION_ALLOW && req.GetRemember() && ask.SessionID != "" && ask.Remember != (session.RememberKey{}) {
-		e.sessions.Remember(ask.Workspace, ask.AgentID, ask.SessionID, ask.Remember, ask.Generation, now.Add(e.cfg.RememberTTL), now)
+	if final.Decision == pb.Decision_DECISION_ALLOW && req.GetRemember() && got.SessionID != "" && got.Remember != (session.RememberKey{}) {
+		e.sessions.Remember(got.Workspace, got.AgentID, got.SessionID, got.Remember, got.Generation, now.Add(e.cfg.RememberTTL), now)
 		remembered = true
 	}
-	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Confirmation, At: now, Confirm: req, Call: logCall(ask), Halt: halt, Remembered: remembered})
-	return &pb.ConfirmResponse{Decision: answer, Halt: halt}, nil
+	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Confirmation, At: now, Confirm: req, Call: logCall(got), Halt: halt, Remembered: remembered,
+		AnsweredBy: by, Outcome: policy.EffectName(final.Decision), Overruled: overruled(answer, final)})
+	return &pb.ConfirmResponse{Decision: final.Decision, Halt: halt}, nil
+}
+
+// MaxDenyMessageBytes bounds a person's deny_message: it reaches the model.
+const MaxDenyMessageBytes = 4 << 10
+
+// personDenied is what the agent is told of a person's deny.
+func personDenied(msg string) string {
+	if msg == "" {
+		return "a person denied this call; do not retry it, ask the user how to proceed"
+	}
+	return msg
+}
+
+// askState explains a decision that cannot be answered: unknown,
+// expired, not an ask, or answered before.
+func askState(id string, c session.Call, found session.Lookup) error {
+	switch {
+	case found == session.Expired:
+		return errorf(NotFound, "decision_id: %q expired before it was confirmed", id)
+	case found == session.NotFound:
+		return notFoundError(id)
+	case c.Decision != pb.Decision_DECISION_ASK:
+		return errorf(FailedPrecondition, "decision_id: %q was not an ask (it was %s); only asks are confirmed", id, policy.EffectName(c.Decision))
+	case c.Answer != pb.Decision_DECISION_UNSPECIFIED:
+		return errorf(FailedPrecondition, "decision_id: %q was answered before (%s); an ask is answered once", id, policy.EffectName(c.Answer))
+	}
+	return nil
+}
+
+func derefCall(c *session.Call) session.Call {
+	if c == nil {
+		return session.Call{}
+	}
+	return *c
+}
+
+// redecide decides an ask's call again, as a person allows it, under the
+// policy in force: the session's pin and the newest guardrails. A deny now
+// overrules the person, naming the rules that deny; otherwise the allow
+// stands, with the execution the policy in force gives the call.
+func (e *Engine) redecide(ctx context.Context, ask *session.Call, now time.Time) *pb.DecideResponse {
+	allow := &pb.DecideResponse{Decision: pb.Decision_DECISION_ALLOW}
+	var req pb.DecideRequest
+	if err := proto.Unmarshal(ask.Request, &req); err != nil {
+		return policy.Deny(&pb.DecideResponse{}, "session", "ask_unreadable", "the asked call could not be decided again, so a person's allow cannot stand: "+err.Error())
+	}
+	a := e.current.Load()
+	if a == nil {
+		return policy.Deny(&pb.DecideResponse{}, "policy", "no_policy", "no policy is loaded: a person's allow cannot stand")
+	}
+	current := a.snap.Agent(ask.AgentID)
+	agent, lost := e.sessions.Pin(ask.Workspace, ask.AgentID, ask.SessionID, current, now)
+	if lost {
+		return policy.Deny(&pb.DecideResponse{}, "session", "session_evicted", "this session's state was released, so a person's allow cannot stand: start a new session")
+	}
+	now2 := e.evaluate(ctx, a, ask.AgentID, agent, current, &req)
+	if now2.Decision != pb.Decision_DECISION_DENY {
+		allow.Execution = now2.Execution
+		return allow
+	}
+	var rules []string
+	for _, r := range now2.Reasons {
+		if r.Effect == pb.Decision_DECISION_DENY {
+			rules = append(rules, r.Axis+"/"+r.Rule)
+		}
+	}
+	resp := &pb.DecideResponse{Decision: pb.Decision_DECISION_DENY, Reasons: now2.Reasons,
+		Message: fmt.Sprintf("a person allowed this call, but the policy in force now denies it (%s): %s", strings.Join(rules, ", "), now2.Message)}
+	policy.BoundMessages(resp)
+	return resp
+}
+
+// overruled names the rules by which the policy in force turned a
+// person's allow into a deny ("" when it did not).
+func overruled(answer pb.Decision, final *pb.DecideResponse) string {
+	if answer != pb.Decision_DECISION_ALLOW || final.Decision != pb.Decision_DECISION_DENY {
+		return ""
+	}
+	return final.Message
 }
 
 // ReportResult records how workspace ws's allowed call ended — denials and
@@ -94,6 +185,9 @@ func (e *Engine) ReportResult(ws string, req *pb.ReportResultRequest) (*pb.Repor
 		return nil, err
 	}
 	call, found, marked := e.pending.Report(id, ws)
+	if found == session.Expired {
+		return nil, errorf(FailedPrecondition, "decision_id: %q was an ask nobody answered before it expired; only an allowed call has a result to report", id)
+	}
 	switch {
 	case found == session.NotFound:
 		return nil, notFoundError(id)
@@ -113,12 +207,6 @@ func (e *Engine) ReportResult(ws string, req *pb.ReportResultRequest) (*pb.Repor
 	halt := e.sessions.Report(call.Workspace, call.AgentID, call.SessionID, req.GetIsError(), call.MaxDenials, now)
 	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Result, At: now, Report: req, Call: logCall(call), Halt: halt})
 	return &pb.ReportResultResponse{Halt: halt}, nil
-}
-
-// removed reports whether the policy in force no longer defines agentID.
-func (e *Engine) removed(agentID string) bool {
-	a := e.current.Load()
-	return a != nil && a.snap.Agent(agentID) == nil
 }
 
 // callID is the decision a Confirm or ReportResult names: by decision_id,

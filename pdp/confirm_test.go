@@ -15,9 +15,8 @@ import (
 func TestConfirmAndReportRefusals(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{"agents/data.json": testkit.SessionAgents})
 	e := loadedEngine(t, Config{Bundles: []string{dir}})
-	ctx := context.Background()
-	ask := e.Decide(ctx, "acme", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "bash", CallId: "c1"})
-	deny := e.Decide(ctx, "acme", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "rm"})
+	ask := decide(t, e, "acme", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "bash", CallId: "c1"})
+	deny := decide(t, e, "acme", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "rm"})
 	if ask.Decision != pb.Decision_DECISION_ASK || deny.Decision != pb.Decision_DECISION_DENY {
 		t.Fatalf("decisions: %v, %v", ask.Decision, deny.Decision)
 	}
@@ -40,14 +39,14 @@ func TestConfirmAndReportRefusals(t *testing.T) {
 		"another workspace": {"globex", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}, NotFound},
 		"not an ask":        {"acme", &pb.ConfirmRequest{DecisionId: deny.DecisionId, Result: "allow"}, FailedPrecondition},
 	} {
-		if _, err := e.Confirm(c.ws, c.req); codeOf(err) != c.want {
+		if _, err := e.Confirm(context.Background(), c.ws, "test", c.req); codeOf(err) != c.want {
 			t.Errorf("%s: %v, want code %d", name, err, c.want)
 		}
 	}
-	if _, err := e.Confirm("acme", &pb.ConfirmRequest{CallId: "c1", AgentId: "a", SessionId: "s", Result: "allow"}); err != nil {
+	if _, err := e.Confirm(context.Background(), "acme", "test", &pb.ConfirmRequest{CallId: "c1", AgentId: "a", SessionId: "s", Result: "allow"}); err != nil {
 		t.Fatalf("confirm by call id: %v", err)
 	}
-	if _, err := e.Confirm("acme", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); codeOf(err) != FailedPrecondition {
+	if _, err := e.Confirm(context.Background(), "acme", "test", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); codeOf(err) != FailedPrecondition {
 		t.Errorf("answered twice: %v", err)
 	}
 	if _, err := e.ReportResult("acme", &pb.ReportResultRequest{DecisionId: deny.DecisionId}); codeOf(err) != FailedPrecondition {

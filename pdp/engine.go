@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
@@ -19,29 +20,40 @@ import (
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
-// Defaults of Config.
+// Defaults of Config: what a zero field means, and what serve's flags
+// and docs/OPERATING.md show.
 const (
-	DefaultMaxSessions = 10000
-	DefaultSessionIdle = time.Hour
-	DefaultMaxPending  = 10000
-	DefaultPendingTTL  = time.Hour
-	DefaultRememberTTL = time.Hour // how long a remembered approval holds at most
-	DefaultTestTimeout = 30 * time.Second
-	DefaultDebounce    = 200 * time.Millisecond
-	DefaultPoll        = 5 * time.Second
+	DefaultEvalTimeout     = 100 * time.Millisecond
+	DefaultMaxSessions     = 10000
+	DefaultSessionIdle     = time.Hour
+	DefaultMaxSessionBytes = session.DefaultMaxSessionBytes
+	DefaultMaxPending      = 10000
+	DefaultPendingTTL      = time.Hour
+	DefaultMaxPendingBytes = session.DefaultMaxPendingBytes
+	DefaultRememberTTL     = time.Hour // how long a remembered approval holds at most
+	DefaultTestTimeout     = 30 * time.Second
+	DefaultDebounce        = 200 * time.Millisecond
+	DefaultPoll            = 5 * time.Second
+	DefaultDecisionCache   = policy.DefaultMemoEntries
 )
 
 // Config is everything an Engine is built from. Zero values take the
-// defaults above (and the session package's byte bounds).
+// defaults above (withDefaults).
 type Config struct {
 	Bundles []string                   // the --bundle arguments; none: the embedded default agent
 	Verify  *bundle.VerificationConfig // nil: signatures are not checked
 	Remote  bundles.Credentials        // how to authenticate to bundle servers
+	// BundleLimits bound each bundle read (bytes and entries); zero: the
+	// bundles package's defaults.
+	BundleLimits bundles.Limits
+	// DownloadTimeout bounds one download from a bundle server, headers
+	// and body; zero: bundles.DefaultDownloadTimeout.
+	DownloadTimeout time.Duration
 
 	Logger      *slog.Logger
 	Registerer  prometheus.Registerer // nil: metrics are not registered
 	Now         func() time.Time      // clock; time.Now when nil
-	EvalTimeout time.Duration         // bound on building one input and evaluating it; 0: the request's deadline only
+	EvalTimeout time.Duration         // bound on building one input and evaluating it (with the request's deadline)
 	TestTimeout time.Duration         // bound on a bundle's own _test.rego run at each load
 
 	MaxSessions     int
@@ -55,7 +67,7 @@ type Config struct {
 	DecisionLog *decisionlog.Log // nil: decisions are not logged
 
 	// DecisionCache bounds the decisions memoized per snapshot (policy.Memo):
-	// 0 is policy.DefaultMemoEntries, negative turns memoizing off.
+	// negative turns memoizing off.
 	DecisionCache int
 
 	Debounce time.Duration // file events closer than this give one reload
@@ -95,34 +107,10 @@ type active struct {
 
 // New builds an engine with no policy: it denies until a load succeeds.
 func New(c Config) (*Engine, error) {
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	def := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.SessionIdle, DefaultSessionIdle)
-	def(&c.PendingTTL, DefaultPendingTTL)
-	def(&c.RememberTTL, DefaultRememberTTL)
-	def(&c.TestTimeout, DefaultTestTimeout)
-	def(&c.Debounce, DefaultDebounce)
-	def(&c.Poll, DefaultPoll)
-	if c.MaxSessions <= 0 {
-		c.MaxSessions = DefaultMaxSessions
-	}
-	if c.MaxPending <= 0 {
-		c.MaxPending = DefaultMaxPending
-	}
-	if c.DecisionCache == 0 {
-		c.DecisionCache = policy.DefaultMemoEntries
-	}
+	c = c.withDefaults()
 	e := &Engine{
-		sources:  &bundles.Sources{Paths: c.Bundles, Verify: c.Verify, Remote: c.Remote},
+		sources: &bundles.Sources{Paths: c.Bundles, Verify: c.Verify, Remote: c.Remote,
+			Limits: c.BundleLimits, DownloadTimeout: c.DownloadTimeout},
 		sessions: session.NewSessions[policy.Agent](c.MaxSessions, c.SessionIdle),
 		pending:  session.NewPending(c.MaxPending, c.PendingTTL),
 		dlog:     c.DecisionLog,
@@ -136,15 +124,49 @@ func New(c Config) (*Engine, error) {
 	}
 	e.sessions.SetMaxBytes(c.MaxSessionBytes)
 	e.pending.SetMaxBytes(c.MaxPendingBytes)
-	if c.Registerer != nil {
-		cs := append(append(e.metrics.collectors(), e.memo), e.sessions.Collectors()...)
-		for _, m := range append(cs, e.pending.Collectors()...) {
-			if err := c.Registerer.Register(m); err != nil {
-				return nil, err
-			}
+	cs := append(append(append(e.metrics.collectors(), e.memo), e.sessions.Collectors()...), e.sources.Collectors()...)
+	for _, m := range append(cs, e.pending.Collectors()...) {
+		if err := c.Registerer.Register(m); err != nil {
+			return nil, err
 		}
 	}
 	return e, nil
+}
+
+// withDefaults is c with every zero field set to its default; a nil
+// Registerer registers into a registry nobody gathers.
+func (c Config) withDefaults() Config {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	orDefault(&c.EvalTimeout, DefaultEvalTimeout)
+	orDefault(&c.SessionIdle, DefaultSessionIdle)
+	orDefault(&c.PendingTTL, DefaultPendingTTL)
+	orDefault(&c.RememberTTL, DefaultRememberTTL)
+	orDefault(&c.TestTimeout, DefaultTestTimeout)
+	orDefault(&c.Debounce, DefaultDebounce)
+	orDefault(&c.Poll, DefaultPoll)
+	orDefault(&c.MaxSessions, DefaultMaxSessions)
+	orDefault(&c.MaxPending, DefaultMaxPending)
+	orDefault(&c.MaxSessionBytes, DefaultMaxSessionBytes)
+	orDefault(&c.MaxPendingBytes, DefaultMaxPendingBytes)
+	if c.DecisionCache == 0 {
+		c.DecisionCache = DefaultDecisionCache
+	}
+	return c
+}
+
+// orDefault sets *v to d when it is zero or negative.
+func orDefault[T int | int64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // OnSwap registers f to be called after every swap of the policy, and at
@@ -182,8 +204,22 @@ func (e *Engine) Remote() bool {
 // the initial load.
 func (e *Engine) Run(ctx context.Context) error {
 	go e.sweep(ctx)
-	return e.sources.Watch(ctx, bundles.WatchConfig{Debounce: e.cfg.Debounce, Poll: e.cfg.Poll, Logger: e.log, Watching: e.cfg.Watching},
+	return e.sources.Watch(ctx, bundles.WatchConfig{Debounce: e.cfg.Debounce, Poll: e.cfg.Poll, Logger: e.log, Watching: e.cfg.Watching,
+		Failed: func(string, error) { e.metrics.reloads.WithLabelValues("rejected").Inc() }},
 		func() { _ = e.Reload(ctx, false) })
+}
+
+// Refresh re-reads every bundle now — bundle servers are polled at once —
+// and reloads what changed (serve's SIGHUP).
+func (e *Engine) Refresh(ctx context.Context) error {
+	e.sources.PollNow()
+	return e.Reload(ctx, false)
+}
+
+// Sources reports each --bundle source: its name without credentials, its
+// last download's error and time, whether it is stale.
+func (e *Engine) Sources() []bundles.SourceStatus {
+	return e.sources.Status()
 }
 
 // sweep releases idle sessions now and then, until ctx ends.
@@ -201,20 +237,26 @@ func (e *Engine) sweep(ctx context.Context) {
 }
 
 // Decide answers one tool call for a caller of workspace ws ("" when
-// nothing binds callers): pin the session's definition, evaluate with the
-// policy alone, then count the decision, keep it for Confirm and
-// ReportResult, and log it. It fails closed: every error is a deny.
-func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *pb.DecideResponse {
+// nothing binds callers): check the caller may use the agent, pin the
+// session's definition, evaluate with the policy alone, then count the
+// decision, keep it for Confirm and ReportResult, and log it, all with the
+// one snapshot it loads first. It fails closed: every error is a deny; the
+// only refusal is an agent of another workspace (PermissionDenied).
+func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (*pb.DecideResponse, error) {
 	now := e.cfg.Now()
 	a := e.current.Load()
 	if a == nil {
 		resp := policy.Deny(&pb.DecideResponse{DecisionId: NewDecisionID()}, "policy", "no_policy", "no policy is loaded yet: every tool call is denied until a bundle loads")
 		e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, AgentID: req.GetAgentId()})
 		e.metrics.decided(resp, 0)
-		return resp
+		return resp, nil
 	}
 	agentID := policy.AgentID(req.GetAgentId())
 	current := a.snap.Agent(agentID)
+	if ws != "" && current != nil && current.Workspace != "" && current.Workspace != ws {
+		e.log.Warn("decision refused: agent of another workspace", "caller_workspace", ws, "agent_id", agentID, "agent_workspace", current.Workspace)
+		return nil, &Error{Code: PermissionDenied, Message: fmt.Sprintf("agent_id: agent '%s' belongs to another workspace than this caller's (%s)", agentID, ws)}
+	}
 	agent, lost := e.sessions.Pin(ws, agentID, req.GetSessionId(), current, now)
 	evalStart := time.Now()
 	var resp *pb.DecideResponse
@@ -233,7 +275,7 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *
 	call := &session.Call{Workspace: ws, DecisionID: resp.DecisionId, CallID: req.GetCallId(), AgentID: agentID, SessionID: req.GetSessionId(),
 		ToolName: req.GetToolName(), Created: now, MaxDenials: max, Generation: a.generation}
 	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" {
-		e.rememberedApproval(call, req, resp, now)
+		e.rememberedApproval(ctx, a.snap, call, req, resp, now)
 	}
 	if resp.Halt = e.sessions.Record(ws, agentID, req.GetSessionId(), policy.EffectName(resp.Decision), max, now); resp.Halt {
 		halt := fmt.Sprintf("%d consecutive failures (denials and reported errors) in this session: stop and ask the user how to proceed", max)
@@ -242,9 +284,14 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *
 	}
 	e.metrics.decided(resp, took)
 	call.Decision, call.Message = resp.Decision, resp.Message
+	if resp.Decision == pb.Decision_DECISION_ASK {
+		// What the person is shown and what Confirm decides again.
+		call.Request, _ = proto.Marshal(req)
+		call.Response, _ = proto.Marshal(resp)
+	}
 	e.pending.Add(call)
 	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, Bundles: a.bundles, EvalNs: evalNs, AgentID: agentID, Policy: a.logPolicy})
-	return resp
+	return resp, nil
 }
 
 // evaluate decides with the pinned definition agent, under --eval-timeout.
@@ -258,11 +305,8 @@ func (e *Engine) evaluate(ctx context.Context, a *active, agentID string, agent,
 		policy.BoundMessages(resp)
 		return resp
 	}
-	if e.cfg.EvalTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.cfg.EvalTimeout)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.EvalTimeout)
+	defer cancel()
 	resp, hit, err := snap.DecideMemo(ctx, req, agent, a.memo)
 	if a.memo != nil {
 		if hit {
@@ -281,8 +325,12 @@ func (e *Engine) evaluate(ctx context.Context, a *active, agentID string, agent,
 // exactly this call earlier in the session under this very policy (Confirm
 // with remember); otherwise it notes the key the ask would be remembered by.
 // Only an ask: a remembered approval never turns a deny into anything.
-func (e *Engine) rememberedApproval(call *session.Call, req *pb.DecideRequest, resp *pb.DecideResponse, now time.Time) {
-	key, ok := session.KeyOf(req, resp)
+func (e *Engine) rememberedApproval(ctx context.Context, snap *policy.Snapshot, call *session.Call, req *pb.DecideRequest, resp *pb.DecideResponse, now time.Time) {
+	server, tool, ok := snap.CanonicalTool(ctx, req.GetToolName(), req.GetServer())
+	if !ok {
+		return
+	}
+	key, ok := session.KeyOf(server, tool, req, resp)
 	if !ok {
 		return
 	}

@@ -194,7 +194,8 @@ func decide(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	var paths listFlag
 	fs.Var(&paths, "bundle", "bundle directory or .tar.gz (repeatable); none: the embedded default agent")
 	printInput := fs.Bool("print-input", false, "print the input document the policy sees, instead of deciding")
-	withSynopsis(fs, "toolpdp decide [--bundle PATH]... [--print-input] < request.json   (a DecideRequest as protojson)")
+	explain := fs.String("explain", "", "print OPA's explanation of the evaluation to stderr before the response, as opa eval --explain does: notes (print and trace() calls only) or full (every step)")
+	withSynopsis(fs, "toolpdp decide [--bundle PATH]... [--print-input] [--explain notes|full] < request.json   (a DecideRequest as protojson)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -216,6 +217,11 @@ func decide(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if *printInput {
 		_, err := fmt.Fprintln(stdout, snap.Input(&req).String())
 		return err
+	}
+	if *explain != "" {
+		if err := snap.Explain(ctx, &req, *explain, stderr); err != nil {
+			return err
+		}
 	}
 	resp := decideOne(ctx, snap, &req, slog.New(slog.NewTextHandler(stderr, nil)))
 	out, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(resp)

@@ -6,6 +6,7 @@
 //	toolpdp decide [--bundle PATH]...                      decide one request from stdin
 //	toolpdp status [--addr ADDR]                           ask a running server what it serves
 //	toolpdp pending [--addr ADDR]                          list the asks waiting for a person
+//	toolpdp fmt    [--check] [--diff] PATH...              format the bundles' Rego as opa fmt does
 //	toolpdp replay --bundle PATH... LOG...                 diff a candidate bundle against logged decisions
 //	toolpdp hook claude-code [--addr ADDR]                 answer one Claude Code hook event from stdin
 //	toolpdp version                                        toolpdp's, Go's and OPA's versions
@@ -24,6 +25,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/toolpdp/toolpdp/pdp/server"
 )
 
 const usage = `usage:
@@ -33,6 +36,7 @@ const usage = `usage:
   toolpdp decide [--bundle PATH]...                               decide one DecideRequest (JSON on stdin)
   toolpdp status [--addr ADDR]                                    a running server's policy revision and last reload error
   toolpdp pending [--addr ADDR]                                   the asks waiting for a person
+  toolpdp fmt    [--check] [--diff] PATH...                       format the bundles' Rego as opa fmt does
   toolpdp replay --bundle PATH... LOG...                          which logged decisions a candidate bundle would change
   toolpdp hook claude-code [--addr ADDR] [--agent-id ID]          answer one Claude Code hook event (JSON on stdin)
   toolpdp version                                                 toolpdp's, Go's and OPA's versions
@@ -42,8 +46,9 @@ http(s):// URL of a bundle server (OPA's bundle protocol, with credentials).
 Run 'toolpdp COMMAND --help' for a command's flags.
 `
 
-// errUsage marks a usage error: exit code 2.
-var errUsage = errors.New("usage")
+// errUsage marks a usage error: exit code 2. The server's own (a Config
+// no server is built from) is the same error.
+var errUsage = server.ErrUsage
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -73,7 +78,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmds := map[string]func(context.Context, []string, io.Reader, io.Writer, io.Writer) error{
 		"serve": serve, "check": check, "test": test, "decide": decide, "status": status, "pending": pending, "replay": replay,
-		"hook": hook, "version": version,
+		"hook": hook, "version": version, "fmt": fmtCmd,
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":

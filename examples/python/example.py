@@ -1,4 +1,4 @@
-"""toolpdp as seed 000's permission_callback, with the toolpdp package
+"""toolpdp as an agent's permission_callback, with the toolpdp package
 (clients/python), against a real toolpdp server; checks what it answers.
 
     pdp = AsyncClient("unix:///var/run/toolpdp/toolpdp.sock", agent_id="coder", session_id=run_id)

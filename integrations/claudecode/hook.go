@@ -103,7 +103,7 @@ func (h handler) preToolUse(ctx context.Context, ev *Event) Result {
 // decideRequest maps the event: the hook's session is toolpdp's session,
 // tool_use_id is the call_id (PostToolUse reports by it), and MCP tools
 // keep the mcp__server__tool name Claude Code gives them — the sidecar
-// splits it (SPEC §3), so server stays empty.
+// splits it into server and tool, so server stays empty.
 func (h handler) decideRequest(ev *Event) (*pb.DecideRequest, error) {
 	req := &pb.DecideRequest{AgentId: h.cfg.AgentID, SessionId: ev.SessionID, ToolName: ev.ToolName, CallId: ev.ToolUseID}
 	var args map[string]any

@@ -1,7 +1,7 @@
 // Package decisiontest runs decision tests: files in the conformance
-// corpus format (SPEC section 10) that state what a policy must decide —
-// a tree of files to create, then steps of Decide, Confirm and
-// ReportResult with the answers expected. The project's conformance test
+// corpus format that state what a policy must decide — a tree of files
+// to create, then steps of Decide, Confirm, ReportResult and
+// AwaitDecision with the answers expected. The project's conformance test
 // runs shared/conformance through it over a real gRPC server, and
 // `toolpdp test` runs a bundle's own *.decisions.json and *.decisions.yaml
 // files against the bundle.
@@ -51,6 +51,13 @@ type Step struct {
 	ReloadAgents map[string]json.RawMessage `json:"reload_agents,omitempty"`
 	Confirm      *Confirm                   `json:"confirm,omitempty"`
 	Report       *Report                    `json:"report,omitempty"`
+	Await        *Await                     `json:"await,omitempty"`
+}
+
+// Await waits for a person's answer to the ask of step Step.
+type Await struct {
+	Step        int   `json:"step"`
+	WaitSeconds int32 `json:"wait_seconds,omitempty"`
 }
 
 // Confirm answers the ask of step Step.
@@ -76,7 +83,8 @@ type Expect struct {
 	Halt            *bool             `json:"halt,omitempty"`
 	Env             map[string]string `json:"env,omitempty"`
 	Cwd             *string           `json:"cwd,omitempty"`
-	Code            string            `json:"code,omitempty"` // a gRPC status name, for confirm and report steps
+	Code            string            `json:"code,omitempty"`  // a gRPC status name, for confirm, report and await steps
+	State           string            `json:"state,omitempty"` // an await step's ask state: ASK_STATE_PENDING, …
 }
 
 // IsFile reports whether a file name is a decision-test file's.
@@ -142,13 +150,13 @@ func Parse(name string, raw []byte) (*File, error) {
 	}
 	for i, s := range f.Steps {
 		kinds := 0
-		for _, set := range []bool{s.Request != nil, s.ReloadAgents != nil, s.Confirm != nil, s.Report != nil} {
+		for _, set := range []bool{s.Request != nil, s.ReloadAgents != nil, s.Confirm != nil, s.Report != nil, s.Await != nil} {
 			if set {
 				kinds++
 			}
 		}
 		if kinds != 1 {
-			return nil, fmt.Errorf("%s: steps[%d]: one of request, confirm, report or reload_agents, not %d", name, i, kinds)
+			return nil, fmt.Errorf("%s: steps[%d]: one of request, confirm, report, await or reload_agents, not %d", name, i, kinds)
 		}
 	}
 	return &f, nil
@@ -257,6 +265,19 @@ func Run(ctx context.Context, f *File, root string, t Target) (Result, error) {
 			rp := step.Report
 			r, err := t.Client.ReportResult(ctx, &pb.ReportResultRequest{DecisionId: idOf(rp.Step), IsError: rp.IsError, Error: rp.Error})
 			fail(i, fmt.Sprintf("ReportResult of step %d", rp.Step), step.Expect.checkAnswer(nil, r.GetHalt(), err))
+		case step.Await != nil:
+			aw := step.Await
+			r, err := t.Client.AwaitDecision(ctx, &pb.AwaitDecisionRequest{DecisionId: idOf(aw.Step), WaitSeconds: aw.WaitSeconds})
+			var decision *pb.Decision
+			if err == nil {
+				decision = &r.Decision
+				res.Messages = append(res.Messages, r.Message)
+			}
+			problems := step.Expect.checkAnswer(decision, r.GetHalt(), err)
+			if err == nil {
+				problems = append(problems, step.Expect.checkAwait(r, root)...)
+			}
+			fail(i, fmt.Sprintf("AwaitDecision of step %d", aw.Step), problems)
 		default:
 			var req pb.DecideRequest
 			if err := protojson.Unmarshal(Sub(step.Request, root), &req); err != nil {
@@ -331,6 +352,24 @@ func CodeName(c codes.Code) string {
 		b.WriteRune(r)
 	}
 	return strings.ToUpper(b.String())
+}
+
+// checkAwait checks what only an AwaitDecision answers: the ask's state
+// and the message.
+func (e *Expect) checkAwait(r *pb.AwaitDecisionResponse, root string) []string {
+	if e == nil {
+		return nil
+	}
+	var bad []string
+	if e.State != "" && r.State.String() != e.State {
+		bad = append(bad, fmt.Sprintf("state %s, want %s (message %q)", r.State, e.State, r.Message))
+	}
+	for _, w := range e.MessageContains {
+		if w = strings.ReplaceAll(w, "$ROOT", root); !strings.Contains(r.Message, w) {
+			bad = append(bad, fmt.Sprintf("message %q lacks %q", r.Message, w))
+		}
+	}
+	return bad
 }
 
 func (e *Expect) check(resp *pb.DecideResponse, root string) []string {

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -61,4 +62,25 @@ func approverGate(ctx context.Context, req any, info *grpc.UnaryServerInfo, next
 		return nil, status.Errorf(codes.PermissionDenied, "%s is served only on the approver's address (--confirm-listen), not on the agent's", info.FullMethod)
 	}
 	return next(ctx, req)
+}
+
+// approverIDKey holds who the approver authenticated as (an approver
+// token's name), set by the approver's authentication.
+type approverIDKey struct{}
+
+// approverName is who gives an answer, for the decision log: the name of
+// the approver token presented, the verified client certificate's
+// subject, or else the connection it came on.
+func approverName(ctx context.Context) string {
+	if name, ok := ctx.Value(approverIDKey{}).(string); ok {
+		return name
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "unknown"
+	}
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
+		return "certificate:" + ti.State.VerifiedChains[0][0].Subject.String()
+	}
+	return "connection:" + p.LocalAddr.Network() + ":" + p.LocalAddr.String()
 }

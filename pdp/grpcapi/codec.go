@@ -61,7 +61,14 @@ func (c utf8Codec) Unmarshal(data mem.BufferSlice, v any) error {
 			return nil
 		}
 	}
-	err := c.CodecV2.Unmarshal(data, v)
+	var err error
+	if _, await := m.(*pb.AwaitDecisionRequest); await {
+		// A waiter holds its request for up to a minute: keep nothing of
+		// it but the fields it names (validation bounds those).
+		err = proto.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(buf, m)
+	} else {
+		err = c.CodecV2.Unmarshal(data, v)
+	}
 	if err == nil {
 		return nil
 	}

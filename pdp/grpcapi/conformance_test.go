@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"github.com/toolpdp/toolpdp/pdp/decisiontest"
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
 // conformanceDir is shared/conformance, beside the repository.
 const conformanceDir = "../../../shared/conformance"
 
-// pendingConformance lists the conformance files whose feature is not built
-// yet, each with the issue that will make it pass. Nothing else is skipped.
-var pendingConformance = map[string]int{}
+// pendingList is testkit.PendingConformance's file, named in skips.
+const pendingList = "testdata/conformance-pending"
 
 // conformanceFiles lists shared/conformance; a clone standing alone (no
 // shared/ beside it) skips, saying so: CI has it.
@@ -34,11 +34,12 @@ func conformanceFiles(t *testing.T) []string {
 // TestConformance runs every file of shared/conformance through a
 // real server over gRPC, with reloads done by rewriting the bundle on disk.
 func TestConformance(t *testing.T) {
+	pending := testkit.PendingConformance(t)
 	for _, f := range conformanceFiles(t) {
 		name := filepath.Base(f)
 		t.Run(name, func(t *testing.T) {
-			if issue, ok := pendingConformance[name]; ok {
-				t.Skipf("pending: issue %d", issue)
+			if issue, ok := pending[name]; ok {
+				t.Skipf("pending: issue %s (%s)", issue, pendingList)
 			}
 			res := runConformance(t, f)
 			for _, fl := range res.Failures {

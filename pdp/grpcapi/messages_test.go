@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 )
 
 // TestMessages reads every message a conformance run produces — the
@@ -22,9 +24,13 @@ func TestMessages(t *testing.T) {
 		t.Logf("no conformance corpus at %s: only this repository's cases are read", conformanceDir)
 	}
 	seen, read := map[string]bool{}, 0
+	pending := testkit.PendingConformance(t)
 	for _, f := range files {
 		res := runConformance(t, f)
 		for _, fl := range res.Failures {
+			if _, ok := pending[filepath.Base(f)]; ok {
+				continue // TestConformance names it pending; its messages are still read
+			}
 			t.Errorf("%s: %s", filepath.Base(f), fl)
 		}
 		for _, m := range res.Messages {

@@ -38,11 +38,15 @@ const (
 	MaxIDBytes       = 256 // agent_id, session_id, server, call_id, decision_id
 )
 
-// Config shapes the gRPC server.
+// DefaultMaxArgsBytes bounds a request's encoded args when Config does not.
+const DefaultMaxArgsBytes = 1 << 20
+
+// Config shapes the gRPC server. Zero values take the defaults
+// (withDefaults).
 type Config struct {
 	MaxArgsBytes int // bound on a request's args (encoded); the message limit follows from it
 	Logger       *slog.Logger
-	Registerer   prometheus.Registerer
+	Registerer   prometheus.Registerer            // nil: metrics go to a registry nobody gathers
 	Creds        credentials.TransportCredentials // TLS or mTLS; nil: plaintext
 	Workspaces   *Workspaces                      // caller binding; nil: none
 	// SeparateApprover: Confirm and ListPending are served only on
@@ -52,6 +56,10 @@ type Config struct {
 	// MaxInflightBytes bounds the encoded bytes of Decide requests being
 	// decided at once; DefaultMaxInflightBytes when 0.
 	MaxInflightBytes int64
+
+	// MaxWaiters bounds the AwaitDecision calls waiting at once;
+	// DefaultMaxWaiters when 0.
+	MaxWaiters int
 
 	// Options are added after the server's own (tracing's stats handler
 	// and its interceptor, chained innermost).
@@ -66,17 +74,19 @@ type Server struct {
 	cfg    Config
 
 	inflight *byteGate // bytes of Decide requests being decided
+	waiters  *waiters  // AwaitDecision calls waiting
 }
 
 // New builds the gRPC server: the decision service, health, reflection
 // and one interceptor chain. Health turns SERVING when the engine has a
 // policy in force.
 func New(engine *pdp.Engine, cfg Config) (*grpc.Server, *Server, error) {
-	s := &Server{engine: engine, health: health.NewServer(), cfg: cfg, inflight: newByteGate(cfg.MaxInflightBytes)}
+	cfg = cfg.withDefaults()
+	s := &Server{engine: engine, health: health.NewServer(), cfg: cfg, inflight: newByteGate(cfg.MaxInflightBytes), waiters: newWaiters(cfg.MaxWaiters)}
 	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 		grpcprom.WithHistogramBuckets([]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .25, 1}),
 	))
-	for _, c := range append(s.inflight.collectors(), metrics) {
+	for _, c := range append(append(s.inflight.collectors(), s.waiters.collectors()...), metrics) {
 		if err := cfg.Registerer.Register(c); err != nil {
 			return nil, nil, fmt.Errorf("register gRPC metrics: %w", err)
 		}
@@ -100,6 +110,23 @@ func New(engine *pdp.Engine, cfg Config) (*grpc.Server, *Server, error) {
 	s.health.SetServingStatus(pb.DecisionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	engine.OnSwap(func(*policy.Snapshot) { s.MarkServing(true) })
 	return srv, s, nil
+}
+
+// withDefaults is c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.MaxArgsBytes <= 0 {
+		c.MaxArgsBytes = DefaultMaxArgsBytes
+	}
+	if c.MaxInflightBytes <= 0 {
+		c.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	return c
 }
 
 // chain is the one interceptor chain every call passes, outermost first:
@@ -182,6 +209,8 @@ func (s *Server) validate(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
 	case *pb.ReportResultRequest:
 		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
+	case *pb.AwaitDecisionRequest:
+		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
 	}
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -210,9 +239,15 @@ func (s *Server) checkDecide(r *pb.DecideRequest) error {
 		// same one to a runtime that trims.
 		return fmt.Errorf("tool_name: %q has surrounding blanks or control characters", r.GetToolName())
 	}
-	if e := r.GetExecutionPolicy().GetEnv(); e != nil && e.GetMode() != "allowlist" && e.GetMode() != "denylist" {
+	if e := r.GetExecutionPolicy().GetEnv(); e != nil {
 		// A mode nobody enforces must not pass for "no env policy".
-		return fmt.Errorf("execution_policy.env.mode: %q is not allowlist or denylist", e.GetMode())
+		if err := policy.CheckEnvMode(e.GetMode()); err != nil {
+			return fmt.Errorf("execution_policy.env.mode: %w", err)
+		}
+	}
+	if n := r.GetExecutionPolicy().GetNetwork(); n != "" && n != "none" {
+		// A network rule nobody enforces must not pass for "not enforced".
+		return fmt.Errorf("execution_policy.network: %q is not \"none\" or empty", n)
 	}
 	for field, v := range map[string]string{"agent_id": r.GetAgentId(), "session_id": r.GetSessionId(), "server": r.GetServer(), "call_id": r.GetCallId()} {
 		if len(v) > MaxIDBytes {
@@ -246,16 +281,9 @@ func (s *Server) Shutdown() { s.health.Shutdown() }
 
 // Decide implements DecisionService.
 func (s *Server) Decide(ctx context.Context, req *pb.DecideRequest) (*pb.DecideResponse, error) {
-	if s.cfg.Workspaces.enabled() {
-		if snap := s.engine.Snapshot(); snap != nil {
-			id := policy.AgentID(req.GetAgentId())
-			if err := s.cfg.Workspaces.allow(ctx, id, snap.Agent(id)); err != nil {
-				return nil, err
-			}
-		}
-	}
 	ws, _ := callerWorkspace(ctx)
-	return s.engine.Decide(ctx, ws, req), nil
+	resp, err := s.engine.Decide(ctx, ws, req)
+	return resp, statusOf(err)
 }
 
 // Health is the server's health service, to serve on a probe listener too.
@@ -264,7 +292,24 @@ func (s *Server) Health() *health.Server { return s.health }
 // Confirm implements DecisionService.
 func (s *Server) Confirm(ctx context.Context, req *pb.ConfirmRequest) (*pb.ConfirmResponse, error) {
 	ws, _ := callerWorkspace(ctx)
-	resp, err := s.engine.Confirm(ws, req)
+	resp, err := s.engine.Confirm(ctx, ws, approverName(ctx), req)
+	return resp, statusOf(err)
+}
+
+// AwaitDecision implements DecisionService: the agent waits for a
+// person's answer, on its own listener, against a bound of waiters of its
+// own; it holds a copy of the names it was given, not the request.
+func (s *Server) AwaitDecision(ctx context.Context, req *pb.AwaitDecisionRequest) (*pb.AwaitDecisionResponse, error) {
+	ws, _ := callerWorkspace(ctx)
+	named := &pb.AwaitDecisionRequest{DecisionId: req.GetDecisionId(), CallId: req.GetCallId(), AgentId: req.GetAgentId(),
+		SessionId: req.GetSessionId(), WaitSeconds: req.GetWaitSeconds()}
+	if named.WaitSeconds > 0 {
+		if !s.waiters.enter() {
+			return nil, status.Errorf(codes.ResourceExhausted, "%d AwaitDecision calls are waiting already (--max-waiters); wait a moment and call again", s.waiters.max)
+		}
+		defer s.waiters.leave()
+	}
+	resp, err := s.engine.AwaitDecision(ctx, ws, named)
 	return resp, statusOf(err)
 }
 
@@ -299,22 +344,6 @@ func (s *Server) ListPending(ctx context.Context, req *pb.ListPendingRequest) (*
 	return out, nil
 }
 
-// Status implements DecisionService.
-func (s *Server) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
-	out := &pb.StatusResponse{}
-	if snap := s.engine.Snapshot(); snap != nil {
-		out.PolicyRevision = snap.Revision
-		out.LoadedUnixNanos = snap.Loaded.UnixNano()
-		for _, b := range snap.Bundles {
-			out.Bundles = append(out.Bundles, &pb.BundleStatus{Name: b.Name, Revision: b.Revision})
-		}
-	}
-	if err := s.engine.LastError(); err != nil {
-		out.LastError = err.Error()
-	}
-	return out, nil
-}
-
 // statusOf is the gRPC status of an engine's refusal.
 func statusOf(err error) error {
 	if err == nil {
@@ -324,6 +353,7 @@ func statusOf(err error) error {
 	if !errors.As(err, &e) {
 		return status.Error(codes.Internal, err.Error())
 	}
-	code := map[pdp.Code]codes.Code{pdp.InvalidArgument: codes.InvalidArgument, pdp.NotFound: codes.NotFound, pdp.FailedPrecondition: codes.FailedPrecondition}[e.Code]
+	code := map[pdp.Code]codes.Code{pdp.InvalidArgument: codes.InvalidArgument, pdp.NotFound: codes.NotFound, pdp.FailedPrecondition: codes.FailedPrecondition,
+		pdp.PermissionDenied: codes.PermissionDenied}[e.Code]
 	return status.Error(code, e.Message)
 }

@@ -113,6 +113,8 @@ func TestValidationErrorsNameTheField(t *testing.T) {
 		{"control character in tool_name", &pb.DecideRequest{ToolName: "Ba\x00sh"}, "control characters"},
 		{"unknown env mode", &pb.DecideRequest{ToolName: "Bash", ExecutionPolicy: &pb.ExecutionPolicy{Env: &pb.EnvSpec{Mode: "ALLOWLIST"}}},
 			"execution_policy.env.mode: \"ALLOWLIST\" is not allowlist or denylist"},
+		{"unknown network rule", &pb.DecideRequest{ToolName: "Bash", ExecutionPolicy: &pb.ExecutionPolicy{Network: "loopback"}},
+			"execution_policy.network: \"loopback\" is not \"none\" or empty"},
 	}
 	for _, c := range cases {
 		_, err := ts.client.Decide(context.Background(), c.req)

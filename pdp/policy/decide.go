@@ -100,11 +100,15 @@ func mapResult(doc map[string]any, resp *pb.DecideResponse) error {
 	}
 	if ex, ok := doc["execution"].(map[string]any); ok && len(ex) > 0 {
 		enforced, _ := ex["env_enforced"].(bool)
-		out := &pb.Execution{Cwd: str(ex["cwd"]), Env: map[string]string{}, EnvEnforced: enforced}
+		out := &pb.Execution{Cwd: str(ex["cwd"]), Env: map[string]string{}, EnvEnforced: enforced, Network: str(ex["network"])}
 		env, _ := ex["env"].(map[string]any)
 		for k, v := range env {
 			out.Env[k] = str(v)
 		}
+		out.ReadPaths = pathList(ex["read_paths"])
+		out.WritePaths = pathList(ex["write_paths"])
+		out.ReadOnlyNames = strs(ex["read_only_names"])
+		out.UnreadableNames = strs(ex["unreadable_names"])
 		resp.Execution = out
 	}
 	return nil
@@ -121,6 +125,25 @@ func EffectName(d pb.Decision) string {
 		return "ask"
 	}
 	return "deny"
+}
+
+// pathList is a scope of the decision document: absent (not enforced) stays
+// nil, an empty list stays an empty list (nothing allowed).
+func pathList(v any) *pb.PathList {
+	list, ok := v.([]any)
+	if !ok {
+		return nil
+	}
+	return &pb.PathList{Paths: strs(list)}
+}
+
+func strs(v any) []string {
+	list, _ := v.([]any)
+	out := make([]string, 0, len(list))
+	for _, s := range list {
+		out = append(out, str(s))
+	}
+	return out
 }
 
 func str(v any) string {

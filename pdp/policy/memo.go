@@ -122,9 +122,14 @@ func responseBytes(r *pb.DecideResponse) int64 {
 		n += 96 + len(x.Axis) + len(x.Rule) + len(x.Message)
 	}
 	if ex := r.GetExecution(); ex != nil {
-		n += 64 + len(ex.Cwd)
+		n += 64 + len(ex.Cwd) + len(ex.Network)
 		for k, v := range ex.Env {
 			n += 48 + len(k) + len(v)
+		}
+		for _, list := range [][]string{ex.GetReadPaths().GetPaths(), ex.GetWritePaths().GetPaths(), ex.ReadOnlyNames, ex.UnreadableNames} {
+			for _, p := range list {
+				n += 24 + len(p)
+			}
 		}
 	}
 	return int64(n)
@@ -141,9 +146,16 @@ func copyResponse(dst, src *pb.DecideResponse) {
 	}
 	dst.Execution = nil
 	if ex := src.Execution; ex != nil {
-		out := &pb.Execution{Cwd: ex.Cwd, EnvEnforced: ex.EnvEnforced, Env: make(map[string]string, len(ex.Env))}
+		out := &pb.Execution{Cwd: ex.Cwd, EnvEnforced: ex.EnvEnforced, Env: make(map[string]string, len(ex.Env)), Network: ex.Network,
+			ReadOnlyNames: slices.Clone(ex.ReadOnlyNames), UnreadableNames: slices.Clone(ex.UnreadableNames)}
 		for k, v := range ex.Env {
 			out.Env[k] = v
+		}
+		if ex.ReadPaths != nil {
+			out.ReadPaths = &pb.PathList{Paths: slices.Clone(ex.ReadPaths.Paths)}
+		}
+		if ex.WritePaths != nil {
+			out.WritePaths = &pb.PathList{Paths: slices.Clone(ex.WritePaths.Paths)}
 		}
 		dst.Execution = out
 	}

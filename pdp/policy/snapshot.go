@@ -17,6 +17,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 
 	"github.com/toolpdp/toolpdp/envguard"
+	"github.com/toolpdp/toolpdp/envguard/protectednames"
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -31,7 +32,8 @@ const (
 const DefaultAgent = "default"
 
 // DefaultMaxDenials is an agent's max_consecutive_denials when its
-// definition sets none, and the cap of a request naming no known agent.
+// definition sets none, and the cap of a request naming no known agent:
+// Agent.Denials applies it, and nothing else knows it.
 const DefaultMaxDenials = 5
 
 // AgentID is the agent a request names: DefaultAgent when it names none.
@@ -50,13 +52,15 @@ type Snapshot struct {
 	Loaded   time.Time
 	Warnings []string
 
-	query    rego.PreparedEvalQuery
-	logMask  *LogPolicy // the bundle's decision-log mask policy; nil: none
-	compiler *ast.Compiler
-	store    storage.Store
-	modules  map[string]*ast.Module
-	agents   map[string]*Agent
-	tables   tables
+	query rego.PreparedEvalQuery
+	// toolQuery names a call's tool canonically (CanonicalTool).
+	toolQuery rego.PreparedEvalQuery
+	logMask   *LogPolicy // the bundle's decision-log mask policy; nil: none
+	compiler  *ast.Compiler
+	store     storage.Store
+	modules   map[string]*ast.Module
+	agents    map[string]*Agent
+	tables    tables
 
 	// guardrails[agent] is data.toolpdp.index.guardrails: handed to every
 	// decision from the newest snapshot, whatever definition a session pinned.
@@ -64,8 +68,8 @@ type Snapshot struct {
 	globalGuardrails ast.Value
 	// commands[agent] are the agent's command rules, compiled for the shell
 	// analysis, from the same merged guardrails.
-	commands       map[string]*commandRules
-	globalCommands *commandRules
+	commands       map[string]*compiledGuardrails
+	globalCommands *compiledGuardrails
 
 	// memoFields are the input fields decisions read (memo.go); memoOff
 	// says why decisions may not be memoized, "" when they may.
@@ -73,12 +77,16 @@ type Snapshot struct {
 	memoOff    string
 }
 
-// commandRules are the command rules in force for an agent. guarded is set
-// when any command rule applies — a rule in data or a guardrail package of
-// the bundle's owners — so what toolpdp cannot see in a command is asked.
-type commandRules struct {
-	rules   *envguard.Rules
-	guarded bool
+// compiledGuardrails are the guardrails in force for an agent in the form
+// Go checks them: the command rules, and the protected names (writes: the
+// library's names and the listed ones; reads: the listed ones). guarded is
+// set when any command rule applies — a rule in data or a guardrail package
+// of the bundle's owners — so what toolpdp cannot see in a command is asked.
+type compiledGuardrails struct {
+	rules          *envguard.Rules
+	guarded        bool
+	protected      *protectednames.Set
+	protectedReads *protectednames.Set
 }
 
 // BundleInfo names one bundle of a snapshot.
@@ -104,7 +112,7 @@ type Agent struct {
 type mergedGuardrails struct {
 	snap     *Snapshot
 	value    ast.Value
-	commands *commandRules
+	commands *compiledGuardrails
 }
 
 // ExecutionPolicy is the environment axis of an agent or a call: the
@@ -115,8 +123,7 @@ type ExecutionPolicy struct {
 	Cwd        string    `json:"cwd,omitempty"`
 	ReadPaths  *[]string `json:"read_paths,omitempty"`
 	WritePaths *[]string `json:"write_paths,omitempty"`
-	// Network is "none" when shell tools may not use the network.
-	Network string `json:"network,omitempty"`
+	Network    string    `json:"network,omitempty"` // "none" forbids network use; "" is not enforced
 }
 
 // EnvSpec says which variables of the request's env a Bash or Exec call gets.
@@ -223,7 +230,33 @@ func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
 		return fmt.Errorf("prepare %s: %w", DecisionQuery, err)
 	}
 	s.query = pq
+	if s.toolQuery, err = rego.New(rego.Compiler(s.compiler), rego.Store(s.store), rego.Query(toolQuery)).PrepareForEval(ctx); err != nil {
+		return fmt.Errorf("prepare %s: %w", toolQuery, err)
+	}
 	return nil
+}
+
+// toolQuery is the library's canonical name of a call's tool: the
+// permission axis splits mcp__S__X names, and nothing else does.
+const toolQuery = "data.toolpdp.permission.tool"
+
+// CanonicalTool is the tool of a call as the library's permission axis
+// names it: mcp__S__X with server "" or "S" is tool X of server S. ok is
+// false for a name that contradicts its server or does not split (such a
+// call is denied), or when the policy says nothing.
+func (s *Snapshot) CanonicalTool(ctx context.Context, name, server string) (canonServer, canonName string, ok bool) {
+	in := ast.NewObject(item("tool_name", ast.String(name)), item("server", ast.String(server)))
+	rs, err := s.toolQuery.Eval(ctx, rego.EvalParsedInput(in))
+	if err != nil || len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return "", "", false
+	}
+	t, _ := rs[0].Expressions[0].Value.(map[string]any)
+	canonServer, okServer := t["server"].(string)
+	canonName, okName := t["name"].(string)
+	if t["kind"] == "mismatch" || !okServer || !okName {
+		return "", "", false
+	}
+	return canonServer, canonName, true
 }
 
 // index evaluates the library's index once for the whole bundle; defs are
@@ -254,16 +287,16 @@ func (s *Snapshot) index(ctx context.Context, defs map[string]Definition) error 
 	if s.globalGuardrails, err = guardrailsValue(idx.GlobalGuardrails, packages); err != nil {
 		return err
 	}
-	if s.globalCommands, err = s.compileCommands(idx.GlobalGuardrails, hasPackages); err != nil {
+	if s.globalCommands, err = s.compileGuardrails(idx.GlobalGuardrails, hasPackages); err != nil {
 		return err
 	}
 	s.guardrails = make(map[string]ast.Value, len(idx.Guardrails))
-	s.commands = make(map[string]*commandRules, len(idx.Guardrails))
+	s.commands = make(map[string]*compiledGuardrails, len(idx.Guardrails))
 	for id, g := range idx.Guardrails {
 		if s.guardrails[id], err = guardrailsValue(g, packages); err != nil {
 			return fmt.Errorf("agent '%s': guardrails: %w", id, err)
 		}
-		if s.commands[id], err = s.compileCommands(g, hasPackages); err != nil {
+		if s.commands[id], err = s.compileGuardrails(g, hasPackages); err != nil {
 			return fmt.Errorf("agent '%s': guardrails: %w", id, err)
 		}
 	}
@@ -291,30 +324,37 @@ func (a *Agent) Denials() int {
 	return a.MaxDenials
 }
 
-// compileCommands compiles an index guardrails entry's command rules.
-func (s *Snapshot) compileCommands(v any, packages bool) (*commandRules, error) {
+// compileGuardrails compiles an index guardrails entry: its command rules
+// and its protected names.
+func (s *Snapshot) compileGuardrails(v any, packages bool) (*compiledGuardrails, error) {
 	var g struct {
-		Deny      []string `json:"deny_commands"`
-		Ask       []string `json:"ask_commands"`
-		Protected []string `json:"protected"`
-		Reads     []string `json:"protected_reads"`
+		Deny           []string `json:"deny_commands"`
+		Ask            []string `json:"ask_commands"`
+		Protected      []string `json:"protected"`
+		ProtectedReads []string `json:"protected_reads"`
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(raw, &g); err != nil {
-		return nil, fmt.Errorf("deny_commands and ask_commands must be lists of strings: %w", err)
+		return nil, fmt.Errorf("deny_commands, ask_commands and protected_paths must be lists of strings: %w", err)
 	}
 	rules, err := s.tables.shell.CompileRules(g.Deny, g.Ask)
 	if err != nil {
 		return nil, err
 	}
-	return &commandRules{rules: rules.Protect(g.Protected, g.Reads), guarded: packages || !rules.Empty()}, nil
+	protected, reads := protectednames.New(g.Protected), protectednames.New(g.ProtectedReads)
+	return &compiledGuardrails{
+		rules:          rules.Protect(protected, reads),
+		guarded:        packages || !rules.Empty(),
+		protected:      protected,
+		protectedReads: reads,
+	}, nil
 }
 
 // commandsFor are an agent's command rules in this snapshot.
-func (s *Snapshot) commandsFor(agentID string) *commandRules {
+func (s *Snapshot) commandsFor(agentID string) *compiledGuardrails {
 	if c, ok := s.commands[agentID]; ok {
 		return c
 	}
@@ -353,7 +393,7 @@ func (s *Snapshot) hasGuardrailPackages() bool {
 // a definition of an older snapshot (pinned), the pinned definition's own
 // guardrails apply beside the newest: a reload never loosens a running
 // session.
-func (s *Snapshot) guardrailsFor(agentID string, pinned *Agent) (ast.Value, *commandRules) {
+func (s *Snapshot) guardrailsFor(agentID string, pinned *Agent) (ast.Value, *compiledGuardrails) {
 	g, ok := s.guardrails[agentID]
 	if !ok {
 		g = s.globalGuardrails
@@ -367,7 +407,7 @@ func (s *Snapshot) guardrailsFor(agentID string, pinned *Agent) (ast.Value, *com
 	v := mergeGuardrails(g, pinned.ownGuardrails)
 	m := &mergedGuardrails{snap: s, value: v, commands: s.commandsFor(agentID)}
 	if raw, err := ast.JSON(v); err == nil {
-		if c, err := s.compileCommands(raw, s.commandsFor(agentID).guarded); err == nil {
+		if c, err := s.compileGuardrails(raw, s.commandsFor(agentID).guarded); err == nil {
 			m.commands = c
 		}
 	}

@@ -18,7 +18,7 @@ import (
 // field by its path.
 type Definition struct {
 	Workspace  string           // "" when the definition names none
-	MaxDenials int              // max_consecutive_denials; DefaultMaxDenials when unset
+	MaxDenials int              // max_consecutive_denials; 0 when unset (Agent.Denials applies the default)
 	Policy     *ExecutionPolicy // execution_policy; nil when unset
 }
 
@@ -148,7 +148,7 @@ func (a *agentIssues) definition(v any, builtins map[string]bool) {
 
 // decode reads a valid definition's settings, each default applied here.
 func (a *agentIssues) decode(def map[string]any) Definition {
-	d := Definition{MaxDenials: DefaultMaxDenials}
+	var d Definition
 	d.Workspace, _ = def["workspace"].(string)
 	if n, ok := toFloat(def["max_consecutive_denials"]); ok {
 		d.MaxDenials = int(n)
@@ -355,8 +355,10 @@ func (a *agentIssues) envSpec(field string, v any) {
 		return
 	}
 	mode, ok := a.requiredString(field+".mode", m["mode"])
-	if ok && mode != "allowlist" && mode != "denylist" {
-		a.errorf(field+".mode", "%q is not allowlist or denylist", mode)
+	if ok {
+		if err := CheckEnvMode(mode); err != nil {
+			a.errorf(field+".mode", "%v", err)
+		}
 	}
 	if n, ok := m["names"]; ok {
 		a.strings(field+".names", n)
@@ -389,11 +391,11 @@ func (a *agentIssues) guardrails(v any) {
 	}
 }
 
-// network is "none" (shell tools may not use the network) or "" (not
-// enforced).
+// network is "none" (no network for shell tools) or "" (not enforced): any
+// other word would be a rule nobody enforces.
 func (a *agentIssues) network(field string, v any) {
-	if s, ok := a.str(field, v); ok && s != "none" && s != "" {
-		a.errorf(field, "%q is not \"none\"", s)
+	if s, ok := a.str(field, v); ok && s != "" && s != "none" {
+		a.errorf(field, "%q is not \"none\" or empty", s)
 	}
 }
 
@@ -519,4 +521,17 @@ func typeName(v any) string {
 		return "a number"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// EnvModes are the modes of an execution policy's env, the one list:
+// definitions, requests and the input handed to the library are checked
+// against it.
+var EnvModes = []string{"allowlist", "denylist"}
+
+// CheckEnvMode says why mode is not one of EnvModes.
+func CheckEnvMode(mode string) error {
+	if slices.Contains(EnvModes, mode) {
+		return nil
+	}
+	return fmt.Errorf("%q is not %s", mode, strings.Join(EnvModes, " or "))
 }

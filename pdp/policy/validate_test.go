@@ -32,6 +32,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		`{"c": {"tools": [{"type": "mcp_toolset", "mcp_server_name": "gh"}]}}`:                       `b: agent 'c': tools[0].mcp_server_name: server "gh" is not declared in mcp_servers`,
 		`{"c": {"execution_policy": {"read_paths": ["/a", "rel"]}}}`:                                 `b: agent 'c': execution_policy.read_paths[1]: "rel" is not an absolute path`,
 		`{"c": {"execution_policy": {"env": {"mode": "all", "names": []}}}}`:                         `b: agent 'c': execution_policy.env.mode: "all" is not allowlist or denylist`,
+		`{"c": {"execution_policy": {"network": "off"}}}`:                                            `b: agent 'c': execution_policy.network: "off" is not "none" or empty`,
+		`{"c": {"guardrails": {"network": true}}}`:                                                   `b: agent 'c': guardrails.network: must be a string, got a boolean`,
 		`{"c": {"tools": [{"type": "agent_toolset", "configs": [{"name": "x", "enabled": "no"}]}]}}`: `b: agent 'c': tools[0].configs[0].enabled: must be true or false, got a string`,
 	} {
 		_, err := validateAgents(agentsBundle(t, agents), builtins, map[string]Definition{})
@@ -56,7 +58,7 @@ func TestValidateDecodesDefinitions(t *testing.T) {
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "agent 'plain': colour: unknown key, ignored") {
 		t.Errorf("warnings: %q", warnings)
 	}
-	if d := defs["plain"]; d.MaxDenials != DefaultMaxDenials || d.Workspace != "" || d.Policy != nil {
+	if d := defs["plain"]; d.MaxDenials != 0 || (&Agent{Definition: d}).Denials() != DefaultMaxDenials || d.Workspace != "" || d.Policy != nil {
 		t.Errorf("plain: %+v", d)
 	}
 	d := defs["bound"]

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -32,6 +33,21 @@ type Call struct {
 	Answer   pb.Decision // a person's answer to an ask; UNSPECIFIED until Confirm
 	reported bool        // ReportResult was called for it
 
+	// An ask keeps its request and response, encoded (a decoded request
+	// costs many times its wire size): what a person is shown, and what
+	// Confirm decides again. Both are dropped once it is answered.
+	Request  []byte // the DecideRequest
+	Response []byte // the DecideResponse (reasons, message)
+
+	// What an answered ask ended as, for the agent's AwaitDecision.
+	AnswerMessage string // a deny's message: the person's deny_message, or why the policy turned an allow into a deny
+	Execution     []byte // an allow's Execution, encoded, as Decide would have returned it
+	Halt          bool   // the answer brought the session to its consecutive cap
+	AnsweredBy    string // who answered: a token's name, a certificate's subject, a console user
+	Expired       bool   // nobody answered within the ttl: a deny
+
+	done chan struct{} // an ask's: closed when it is answered, expires or is forgotten
+
 	// For an ask in a session: the key it would be remembered by, and the
 	// generation of the snapshot that asked.
 	Remember   RememberKey
@@ -44,7 +60,32 @@ type Call struct {
 // for the struct, its map entry and its place in the order. A field added
 // to Call that can grow with the request must be counted here.
 func (a *Call) size() int64 {
-	return int64(len(a.Workspace)+len(a.DecisionID)+len(a.CallID)+len(a.AgentID)+len(a.SessionID)+len(a.ToolName)+len(a.Message)) + 320
+	return int64(len(a.Workspace)+len(a.DecisionID)+len(a.CallID)+len(a.AgentID)+len(a.SessionID)+len(a.ToolName)+len(a.Message)+
+		len(a.Request)+len(a.Response)+len(a.AnswerMessage)+len(a.Execution)+len(a.AnsweredBy)) + 320
+}
+
+// settled reports whether an ask's wait is over: answered or expired, or
+// a decision that was never an ask.
+func (a *Call) settled() bool {
+	return a.Decision != pb.Decision_DECISION_ASK || a.Answer != pb.Decision_DECISION_UNSPECIFIED || a.Expired
+}
+
+// wake ends the waits on an ask; once.
+func (a *Call) wake() {
+	if a.done != nil {
+		select {
+		case <-a.done:
+		default:
+			close(a.done)
+		}
+	}
+}
+
+// leave is what becomes of an ask that moves out of the asks store
+// unanswered or answered: its wait ends and it stops holding its request.
+func (a *Call) leave() {
+	a.Request, a.Response = nil, nil
+	a.wake()
 }
 
 // Allowed: the call may run, by Decide or by a person's answer.
@@ -110,6 +151,7 @@ func (p *Pending) Add(a *Call) {
 	p.seq++
 	a.seq = p.seq
 	if a.Decision == pb.Decision_DECISION_ASK {
+		a.done = make(chan struct{})
 		p.expire(a.Created)
 		p.asks.add(a, p.evict("asks"))
 	} else {
@@ -150,8 +192,12 @@ func (p *Pending) expire(now time.Time) {
 		p.asks.order = p.asks.order[1:]
 		if p.asks.held(oldest) {
 			p.asks.remove(oldest.DecisionID)
-			p.forget(oldest)
 			p.evicted.WithLabelValues("asks", "expired").Inc()
+			// Kept among the recent decisions, so that a waiting agent
+			// learns it expired rather than that it never existed.
+			oldest.Expired = true
+			oldest.leave()
+			p.recent.add(oldest, p.evict("recent"))
 		}
 	}
 }
@@ -159,6 +205,7 @@ func (p *Pending) expire(now time.Time) {
 // evict is what happens to an entry a store drops at a bound.
 func (p *Pending) evict(store string) func(*Call, string) {
 	return func(a *Call, reason string) {
+		a.leave()
 		p.forget(a)
 		p.evicted.WithLabelValues(store, reason).Inc()
 	}
@@ -201,27 +248,93 @@ const (
 	Expired
 )
 
-// Answer records a person's answer to workspace's ask id. It returns the
-// decision, the lookup's outcome and whether this call answered it; a
-// found decision that is not an unanswered ask is returned unchanged for
-// the caller to explain.
-func (p *Pending) Answer(id, workspace string, answer func(*Call) pb.Decision, now time.Time) (*Call, Lookup, bool) {
+// Get is workspace's decision id as it stands now (a copy), and the
+// lookup's outcome: an ask past its ttl is Expired.
+func (p *Pending) Get(id, workspace string, now time.Time) (Call, Lookup) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, found := p.lookup(id, workspace, now)
+	if a == nil {
+		return Call{}, found
+	}
+	return *a, found
+}
+
+// lookup finds workspace's decision id; an unanswered ask past its ttl
+// is Expired (it stays where it is until the next Add moves it).
+func (p *Pending) lookup(id, workspace string, now time.Time) (*Call, Lookup) {
+	if a := p.asks.get(id); a != nil && a.Workspace == workspace {
+		if now.Sub(a.Created) > p.ttl {
+			return a, Expired
+		}
+		return a, Found
+	}
+	if a := p.recent.get(id); a != nil && a.Workspace == workspace {
+		if a.Expired {
+			return a, Expired
+		}
+		return a, Found
+	}
+	return nil, NotFound
+}
+
+// Answer records a person's answer to workspace's ask id: answer sets the
+// call's Answer (and what goes with it: AnswerMessage, Execution, Halt,
+// AnsweredBy) under the store's lock, so the ask is answered once; then
+// its waiters wake. It returns the decision, the lookup's outcome and
+// whether this call answered it; a found decision that is not an
+// unanswered ask is returned unchanged for the caller to explain.
+func (p *Pending) Answer(id, workspace string, answer func(*Call), now time.Time) (*Call, Lookup, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if a := p.asks.get(id); a != nil && a.Workspace == workspace {
-		p.asks.remove(id)
 		if now.Sub(a.Created) > p.ttl {
-			p.forget(a)
 			return nil, Expired, false
 		}
-		a.Answer = answer(a)
+		p.asks.remove(id)
+		answer(a)
+		a.leave()
 		p.recent.add(a, p.evict("recent"))
 		return a, Found, true
 	}
 	if a := p.recent.get(id); a != nil && a.Workspace == workspace {
+		if a.Expired {
+			return nil, Expired, false
+		}
 		return a, Found, false
 	}
 	return nil, NotFound, false
+}
+
+// Wait waits until workspace's decision id is settled — an ask answered,
+// expired or forgotten at a bound — or ctx ends, and returns it as it
+// then stands (a copy) with the lookup's outcome. A decision that was not
+// an ask, and one already settled, return at once. now is the clock the
+// ttl is measured by.
+func (p *Pending) Wait(ctx context.Context, id, workspace string, now func() time.Time) (Call, Lookup) {
+	for {
+		p.mu.Lock()
+		a, found := p.lookup(id, workspace, now())
+		if a == nil || found != Found || a.settled() {
+			var c Call
+			if a != nil {
+				c = *a
+			}
+			p.mu.Unlock()
+			return c, found
+		}
+		c, done, left := *a, a.done, p.ttl-now().Sub(a.Created)
+		p.mu.Unlock()
+		expiry := time.NewTimer(left + time.Millisecond)
+		select {
+		case <-done:
+		case <-expiry.C:
+		case <-ctx.Done():
+			expiry.Stop()
+			return c, Found
+		}
+		expiry.Stop()
+	}
 }
 
 // Report marks workspace's allowed call id as reported. It returns the
@@ -275,6 +388,7 @@ func (p *Pending) DropSession(workspace, agentID, sessionID string) {
 		for id, a := range f.m {
 			if a.Workspace == workspace && a.AgentID == agentID && a.SessionID == sessionID {
 				f.remove(id)
+				a.leave()
 				p.forget(a)
 			}
 		}

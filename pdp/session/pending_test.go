@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func TestPendingLifecycle(t *testing.T) {
 	}
 }
 
-func answer(d pb.Decision) func(*Call) pb.Decision { return func(*Call) pb.Decision { return d } }
+func answer(d pb.Decision) func(*Call) { return func(c *Call) { c.Answer = d } }
 
 // A call id that another call takes over (another tool, or other
 // arguments) while both are held names neither: a person answering "the
@@ -92,5 +93,56 @@ func TestPendingPages(t *testing.T) {
 	}
 	if other, _ := p.Page("", "b", 0, 2, now); len(other) != 0 {
 		t.Errorf("another agent's page: %v", other)
+	}
+}
+
+// A wait ends when the ask is answered, when it leaves the store, when
+// it expires, or when the caller gives up; a decision that is not an ask
+// returns at once.
+func TestPendingWait(t *testing.T) {
+	p := NewPending(2, time.Minute)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	add := func(id string, d pb.Decision) {
+		p.Add(&Call{Workspace: "acme", DecisionID: id, AgentID: "a", SessionID: "s", Created: now, Decision: d})
+	}
+	add("ask1", pb.Decision_DECISION_ASK)
+	add("allow1", pb.Decision_DECISION_ALLOW)
+	if c, found := p.Wait(context.Background(), "allow1", "acme", clock); found != Found || c.Decision != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("not an ask: %v %v", c, found)
+	}
+	if _, found := p.Wait(context.Background(), "ask1", "globex", clock); found != NotFound {
+		t.Fatalf("another workspace's: %v", found)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if c, found := p.Wait(ctx, "ask1", "acme", clock); found != Found || c.Answer != pb.Decision_DECISION_UNSPECIFIED {
+		t.Fatalf("given up: %v %v", c, found)
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		p.Answer("ask1", "acme", func(c *Call) { c.Answer, c.AnswerMessage = pb.Decision_DECISION_DENY, "no" }, now)
+	}()
+	if c, found := p.Wait(context.Background(), "ask1", "acme", clock); found != Found || c.Answer != pb.Decision_DECISION_DENY || c.AnswerMessage != "no" {
+		t.Fatalf("answered: %v %v", c, found)
+	}
+	// Pushed out at the bound of two asks: the wait ends, not found.
+	add("ask2", pb.Decision_DECISION_ASK)
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		add("ask3", pb.Decision_DECISION_ASK)
+		add("ask4", pb.Decision_DECISION_ASK)
+	}()
+	if _, found := p.Wait(context.Background(), "ask2", "acme", clock); found != NotFound {
+		t.Fatalf("evicted: %v", found)
+	}
+	// Past the ttl: expired, and still expired once moved out of the asks.
+	now = now.Add(2 * time.Minute)
+	if _, found := p.Wait(context.Background(), "ask3", "acme", clock); found != Expired {
+		t.Fatalf("past the ttl: %v", found)
+	}
+	p.Add(&Call{Workspace: "acme", DecisionID: "ask5", AgentID: "a", Created: now, Decision: pb.Decision_DECISION_ASK})
+	if _, found := p.Wait(context.Background(), "ask3", "acme", clock); found != Expired {
+		t.Fatalf("expired and moved: %v", found)
 	}
 }

@@ -14,7 +14,7 @@
 
 Everything fails closed: an unreachable, slow or failing sidecar is a deny
 whose message says why, never an allow. `toolpdp.aio.AsyncClient` is the
-asyncio twin; `toolpdp.callback` adapts it to seed 000's permission_callback.
+asyncio twin; `toolpdp.callback` adapts it to an agent's permission_callback.
 """
 from ._verdict import SHELL_TOOLS, PolicyDenied, Verdict, command_env
 from .client import Client

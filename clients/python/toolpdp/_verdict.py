@@ -4,7 +4,7 @@ import subprocess
 
 from .v1 import toolpdp_pb2 as pb
 
-# The shell tools of the library's table (SPEC 4.2): their checks carry the
+# The shell tools of the library's table: their checks carry the
 # environment the command would get, so the sidecar can construct the
 # filtered one.
 SHELL_TOOLS = frozenset({"Bash", "Exec", "bash", "exec", "shell", "exec_command", "local_shell", "run_shell_command"})

@@ -1,4 +1,4 @@
-"""toolpdp as seed 000's permission_callback.
+"""toolpdp as an agent's permission_callback.
 
     pdp = AsyncClient("unix:///run/toolpdp/toolpdp.sock", agent_id="coder", session_id=run_id)
     gate = PermissionGate(pdp, ask_user)
@@ -36,7 +36,7 @@ class Decision:
 
 
 class PermissionGate:
-    """An async callable of seed 000's permission_callback shape."""
+    """An async callable of the permission_callback shape."""
 
     def __init__(self, client, ask_user):
         self.client, self.ask_user = client, ask_user

@@ -1,5 +1,5 @@
 # Package toolpdp.decision is the entrypoint: data.toolpdp.decision.result is
-# the decision document {decision, message, reasons, execution} (SPEC §5).
+# the decision document {decision, message, reasons, execution}.
 #
 # The answer is the most restrictive of the permission axis, the scope axis
 # and the guardrails: deny > ask > allow. Every contributing rule is listed
@@ -59,10 +59,15 @@ checked_path if {
 	input.scope[p.access]
 }
 
-# protected_paths entries bind reads: every path and search glob is checked.
+# A path or search glob that names a protected name.
 checked_path if {
-	count(object.get(input.guardrails, "protected_reads", [])) > 0
-	count(input.paths) + count(globs) > 0
+	some p in input.paths
+	p.protected != ""
+}
+
+checked_path if {
+	some g in globs
+	g.protected != ""
 }
 
 # globs are a file tool's search globs (toolpdp sends [] for other tools).
@@ -84,8 +89,8 @@ default execution := {}
 
 execution := scope.execution
 
-# With permission_callback false nobody can confirm (seed 000: "None → ASK
-# tools run unchecked"): the permission axis's ask becomes allow, and an ask
+# With permission_callback false nobody can confirm (an agent
+# without a callback runs its ask tools unchecked): the permission axis's ask becomes allow, and an ask
 # of the scope axis or a guardrail becomes deny.
 adjust(r) := r if {
 	r.effect != "ask"

@@ -91,7 +91,7 @@ test_execution_only_for_shell_tools if {
 	r := result({}, {"tool_name": "Read", "policy": {"cwd": "/p"}})
 	r.execution == {}
 	s := result({}, {"tool_name": "Bash", "policy": {"cwd": "/p"}, "env": {"A": "1"}})
-	s.execution == {"cwd": "/p", "env": {"A": "1"}, "env_enforced": false}
+	s.execution == {"cwd": "/p", "env": {"A": "1"}, "env_enforced": false, "read_only_names": data.toolpdp.tables.protected_names}
 }
 
 quiet_input(extra) := object.union({"guardrails": {"deny": {}, "ask": {}, "protected": [".git"], "packages": false}, "scope": {}, "paths": []}, extra)

@@ -1,4 +1,4 @@
-# Package toolpdp.index turns agent definitions (SPEC §2) and guardrail data
+# Package toolpdp.index turns agent definitions and guardrail data
 # into lookup objects.
 #
 # toolpdp evaluates data.toolpdp.index once per bundle load, never per
@@ -34,7 +34,6 @@ global_guardrails := guardrail.merged({})
 normalize(id, def) := {
 	"version": object.get(def, "version", 0),
 	"permission_callback": object.get(def, "permission_callback", true),
-	"max_consecutive_denials": object.get(def, "max_consecutive_denials", 5),
 	"custom": {t.name: true | some t in tools(def); t.type == "custom"},
 	"servers": {s.name: true | some s in object.get(def, "mcp_servers", [])},
 	"builtin": builtin_toolset(id, def),
@@ -72,7 +71,7 @@ candidates(def, server) := {bare(server, c.name) |
 	some c in object.get(t, "configs", [])
 } | {bare(server, k) | some k, _ in object.get(def, "safety_overrides", {}); owned(server, k)} if server != ""
 
-# tools is the definition's tools array; absent, it is seed 000's shape: the
+# tools is the definition's tools array; absent, it is the default shape: the
 # built-in toolset plus an MCP toolset for each declared server, unconfigured.
 tools(def) := def.tools
 
@@ -87,8 +86,8 @@ builtin_toolset(id, def) := toolset(id, def, t, "") if {
 } else := null
 
 # toolset indexes one toolset (server "" for the built-in one):
-#   named[tool]: the reason for a tool the definition names (SPEC §3 steps
-#     3-5: a configs entry with enabled false or a policy, else a safety
+#   named[tool]: the reason for a tool the definition names (the
+#     permission axis's steps 3-5: a configs entry with enabled false or a policy, else a safety
 #     override), keyed by the name a call arrives with (for MCP, the bare name);
 #   configured[tool]: tools a configs entry enables;
 #   default: step 6, the default_config policy ({rule, effect, suffix}), or null;
@@ -137,25 +136,21 @@ configs_entry(t, server, name) := c if {
 	c.name == full(server, name)
 }
 
-toolset_name("") := "agent_toolset"
-
-toolset_name(server) := sprintf("mcp_toolset[%s]", [server]) if server != ""
-
 named_reason(id, def, t, server, name) := permission.deny(
-	sprintf("%s.configs[%s]", [toolset_name(server), c.name]),
+	sprintf("%s.configs[%s]", [permission.toolset_name(server), c.name]),
 	sprintf("%s is disabled for agent '%s' (enabled: false): do not call it", [name, id]),
 ) if {
 	c := configs_entry(t, server, name)
 	c.enabled == false
-} else := policy(sprintf("%s.configs[%s]", [toolset_name(server), c.name]), name, c.permission_policy.type) if {
+} else := policy(sprintf("%s.configs[%s]", [permission.toolset_name(server), c.name]), name, c.permission_policy.type) if {
 	c := configs_entry(t, server, name)
 	c.permission_policy.type
 } else := permission.by_category(sprintf("safety_overrides[%s]", [full(server, name)]), name, def.safety_overrides[full(server, name)])
 
 default_policy(t, server) := {
-	"rule": sprintf("%s.default_config", [toolset_name(server)]),
+	"rule": sprintf("%s.default_config", [permission.toolset_name(server)]),
 	"effect": effects[t.default_config.permission_policy.type],
-	"suffix": suffix(t.default_config.permission_policy.type, sprintf("%s.default_config", [toolset_name(server)])),
+	"suffix": suffix(t.default_config.permission_policy.type, sprintf("%s.default_config", [permission.toolset_name(server)])),
 } if {
 	t.default_config.permission_policy.type
 } else := null

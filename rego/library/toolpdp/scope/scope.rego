@@ -1,4 +1,4 @@
-# Package toolpdp.scope is the scope axis (SPEC §4.1, §4.2): where may a file
+# Package toolpdp.scope is the scope axis: where may a file
 # tool read and write, and what environment and cwd do Bash and Exec get.
 #
 # envguard (Go) has already resolved every path: input.paths holds each path
@@ -64,18 +64,56 @@ inside(path, root) if startswith(path, concat("", [trim_suffix(root, "/"), "/"])
 
 # execution is what a shell tool (the library's shell_tools, built-in only)
 # runs with: the constructed environment, whether it is enforced, and the
-# pinned cwd. Empty when no execution policy applies.
-execution := {"env": env, "env_enforced": env_enforced, "cwd": object.get(policy, "cwd", "")} if {
+# pinned cwd; for a confined run also the resolved scopes, the network rule
+# and the protected names in force. Empty when no execution policy applies
+# and no guardrail forbids the network.
+execution := object.union_n([
+	{"env": env, "env_enforced": env_enforced, "cwd": object.get(policy, "cwd", "")},
+	confined_scopes,
+	network,
+	protected_names,
+]) if {
 	input.server == ""
 	tables.shell_tools[input.tool_name]
-	input.policy
+	executes_under_policy
+}
+
+executes_under_policy if input.policy
+
+executes_under_policy if network_none
+
+# confined_scopes: each scope the policy sets, its roots resolved (a root
+# that does not resolve admits nothing); an absent scope is not enforced.
+confined_scopes := {name: roots |
+	some access, name in {"read": "read_paths", "write": "write_paths"}
+	roots := input.scope[access]
+}
+
+network := {"network": "none"} if network_none
+
+else := {}
+
+# The call site's policy or a guardrail (the bundle's or the agent's) may
+# forbid the network; a guardrail only tightens.
+network_none if policy.network == "none"
+
+network_none if input.guardrails.network == "none"
+
+# protected_names: the names a confined run keeps read-only inside
+# write_paths (protected) and unreadable (protected_reads), when any.
+protected_names := {name: names |
+	some key, name in {"protected": "read_only_names", "protected_reads": "unreadable_names"}
+	names := object.get(input.guardrails, key, [])
+	count(names) > 0
 }
 
 # env_enforced: the tool gets exactly env (an allowlist that kept nothing is
-# {} and enforced), never "whatever it would have had".
+# {} and enforced), never "whatever it would have had". toolpdp hands over
+# an env policy only with a mode it knows (allowlist or denylist): a
+# definition or request with any other is refused before this.
 default env_enforced := false
 
-env_enforced if input.policy.env.mode in {"allowlist", "denylist"}
+env_enforced if input.policy.env
 
 # env is built only from POSIX names ([A-Za-z_][A-Za-z0-9_]*): a name holding
 # "=", "%", a NUL or a space would be split or misread by whoever builds the

@@ -123,3 +123,28 @@ test_home_and_url_paths_are_denied_where_a_scope_applies if {
 	some r in reasons({"paths": [p], "scope": {"read": ["/p"]}})
 	contains(r.message, "not a plain path")
 }
+
+test_execution_carries_the_confined_scopes if {
+	x := scope.execution with input as {
+		"tool_name": "Bash", "server": "", "env": {},
+		"policy": {"cwd": "/p", "read_paths": ["/p", "link"], "write_paths": [], "network": "none"},
+		"scope": {"read": ["/p", "/real"], "write": []},
+		"guardrails": {"protected": [".env", ".git"], "protected_reads": [".env"]},
+	}
+	x == {
+		"env": {}, "env_enforced": false, "cwd": "/p",
+		"read_paths": ["/p", "/real"], "write_paths": [], "network": "none",
+		"read_only_names": [".env", ".git"], "unreadable_names": [".env"],
+	}
+}
+
+test_execution_scopes_absent_are_not_enforced if {
+	x := scope.execution with input as {"tool_name": "Bash", "server": "", "env": {}, "policy": {"cwd": "/p"}, "scope": {}}
+	x == {"env": {}, "env_enforced": false, "cwd": "/p"}
+}
+
+test_a_guardrail_forbids_the_network_without_an_execution_policy if {
+	x := scope.execution with input as {"tool_name": "Bash", "server": "", "env": {"A": "1"}, "guardrails": {"network": "none"}}
+	x == {"env": {"A": "1"}, "env_enforced": false, "cwd": "", "network": "none"}
+	not scope.execution with input as {"tool_name": "Bash", "server": "", "env": {}, "guardrails": {"network": ""}}
+}

@@ -1,0 +1,18 @@
+export {
+  ToolpdpClient,
+  ToolpdpError,
+  DEFAULT_TIMEOUT_MS,
+  MAX_WAIT_SECONDS,
+  type AskAnswer,
+  type AskRef,
+  type AskStateName,
+  type CheckOptions,
+  type CheckRequest,
+  type ClientOptions,
+  type DecisionName,
+  type Execution,
+  type FilteredTools,
+  type Reason,
+  type ToolRef,
+  type Verdict,
+} from "./client.js";

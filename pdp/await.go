@@ -1,0 +1,63 @@
+package pdp
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/toolpdp/toolpdp/pdp/policy"
+	"github.com/toolpdp/toolpdp/pdp/session"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// MaxWait is the longest one AwaitDecision waits; the client waits again.
+const MaxWait = 60 * time.Second
+
+// AwaitDecision tells the agent of workspace ws how its ask stands,
+// waiting up to wait_seconds (at most MaxWait, and never past ctx) for a
+// person's answer: PENDING, ANSWERED with the final decision, or EXPIRED
+// (a deny). It never answers an ask. An id never issued, forgotten or of
+// another workspace is NOT_FOUND; a decision that was not an ask is
+// FAILED_PRECONDITION.
+func (e *Engine) AwaitDecision(ctx context.Context, ws string, req *pb.AwaitDecisionRequest) (*pb.AwaitDecisionResponse, error) {
+	if req.GetWaitSeconds() < 0 {
+		return nil, errorf(InvalidArgument, "wait_seconds: %d is negative", req.GetWaitSeconds())
+	}
+	id, err := e.callID(ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	wait := min(time.Duration(req.GetWaitSeconds())*time.Second, MaxWait)
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	c, found := e.pending.Wait(ctx, id, ws, e.cfg.Now)
+	switch {
+	case found == session.NotFound:
+		return nil, notFoundError(id)
+	case c.Decision != pb.Decision_DECISION_ASK:
+		return nil, errorf(FailedPrecondition, "decision_id: %q was not an ask (it was %s); only an ask is awaited", id, policy.EffectName(c.Decision))
+	}
+	out := &pb.AwaitDecisionResponse{DecisionId: id}
+	switch {
+	case found == session.Expired || c.Expired:
+		out.State, out.Decision = pb.AskState_ASK_STATE_EXPIRED, pb.Decision_DECISION_DENY
+		out.Message = "no person answered this ask within the time asks are kept (--pending-ttl): treat it as denied and ask the user how to proceed"
+	case c.Answer == pb.Decision_DECISION_UNSPECIFIED:
+		out.State, out.Decision, out.Message = pb.AskState_ASK_STATE_PENDING, pb.Decision_DECISION_ASK, c.Message
+	default:
+		out.State, out.Decision, out.Halt = pb.AskState_ASK_STATE_ANSWERED, c.Answer, c.Halt
+		if c.Answer == pb.Decision_DECISION_DENY {
+			out.Message = c.AnswerMessage
+		} else if len(c.Execution) > 0 {
+			out.Execution = &pb.Execution{}
+			if err := proto.Unmarshal(c.Execution, out.Execution); err != nil {
+				// An allow without the execution it was decided with would
+				// run the tool unconfined: fail closed.
+				return &pb.AwaitDecisionResponse{DecisionId: id, State: pb.AskState_ASK_STATE_ANSWERED, Decision: pb.Decision_DECISION_DENY,
+					Message: "the approved call's execution could not be read back, so it is denied: " + err.Error()}, nil
+			}
+		}
+	}
+	return out, nil
+}
