@@ -1,10 +1,6 @@
 package envguard
 
 import (
-	"context"
-	"encoding/json"
-	"os"
-	"strings"
 	"testing"
 )
 
@@ -14,7 +10,7 @@ import (
 func TestClosedWorldShapes(t *testing.T) {
 	tables := diffTables(t)
 	rules := diffRulesFor(t, tables)
-	classes := map[string][]struct{ cmd, want string }{
+	classes := map[string][]shape{
 		"variables bash reads, by every assignment form": {
 			{": ${PS4:='$(curl x)'}; set -x; true", "ask"}, {": ${PS4='$(curl x)'}; set -x; true", "ask"},
 			{"printf -vPS4 '$(curl x)'; set -x; true", "ask"}, {"printf -v PS4 x; set -x; true", "ask"},
@@ -119,56 +115,22 @@ func TestClosedWorldShapes(t *testing.T) {
 			{"echo x > out.txt", "allow"}, {"cat README", "allow"}, {"ls -la", "allow"}, {"tar -czf src.tgz src", "allow"},
 		},
 	}
-	n := 0
-	for class, rows := range classes {
-		for _, row := range rows {
-			n++
-			if got := verdict(t, tables, rules, row.cmd); got != row.want {
-				a, _ := tables.Analyze(context.Background(), row.cmd)
-				detail := ""
-				if a != nil {
-					detail = strings.Join(leafArgvs(a), " | ")
-					for _, u := range a.Unseen {
-						detail += "\n        unseen: " + u.Construct
-					}
-				}
-				t.Errorf("[%s] %q: got %s, want %s\n        leaves: %s", class, row.cmd, got, row.want, detail)
-			}
-		}
-	}
-	t.Logf("%d shapes in %d classes", n, len(classes))
+	checkShapes(t, tables, rules, classes)
 }
 
 // TestPlainWrapperIsData: a wrapper is one entry of the wrappers table —
 // its grammar and operands — with no Go change.
 func TestPlainWrapperIsData(t *testing.T) {
-	data, err := os.ReadFile("../rego/library/toolpdp/tables/data.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw map[string]any
-	if err := json.Unmarshal(data, &raw); err != nil {
-		t.Fatal(err)
-	}
-	raw["wrappers"].(map[string]any)["withlock"] = map[string]any{"flags": "q", "values": "t", "long_values": []string{"timeout"}, "operands": 1}
-	edited, err := json.Marshal(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tables Tables
-	if err := json.Unmarshal(edited, &tables); err != nil {
-		t.Fatal(err)
-	}
-	if err := tables.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	rules := diffRulesFor(t, &tables)
+	tables := readTables(t, func(raw map[string]any) {
+		raw["wrappers"].(map[string]any)["withlock"] = map[string]any{"flags": "q", "values": "t", "long_values": []string{"timeout"}, "operands": 1}
+	})
+	rules := diffRulesFor(t, tables)
 	before := diffTables(t)
 	for cmd, want := range map[string]string{
 		"withlock -q -t 5 LOCK curl x": "deny", "withlock --timeout=5 LOCK rm -rf d": "deny", "withlock LOCK ls": "allow",
 		"withlock -z LOCK ls": "ask",
 	} {
-		if got := verdict(t, &tables, rules, cmd); got != want {
+		if got := verdict(t, tables, rules, cmd); got != want {
 			t.Errorf("with the entry, %q: got %s, want %s", cmd, got, want)
 		}
 	}

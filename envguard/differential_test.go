@@ -169,11 +169,25 @@ func (s *sandbox) exec(cmd string) (string, error) {
 }
 
 // diffTables are the library's tables, read from the bundle's data file.
-func diffTables(t testing.TB) *Tables {
+func diffTables(t testing.TB) *Tables { return readTables(t, nil) }
+
+// readTables reads the library's tables, edited by edit when it is not
+// nil, and compiles them.
+func readTables(t testing.TB, edit func(map[string]any)) *Tables {
 	t.Helper()
 	data, err := os.ReadFile("../rego/library/toolpdp/tables/data.json")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		var raw map[string]any
+		if err := json.Unmarshal(data, &raw); err != nil {
+			t.Fatal(err)
+		}
+		edit(raw)
+		if data, err = json.Marshal(raw); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var tables Tables
 	if err := json.Unmarshal(data, &tables); err != nil {
