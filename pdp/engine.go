@@ -274,6 +274,9 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	max := agent.Denials()
 	call := &session.Call{Workspace: ws, DecisionID: resp.DecisionId, CallID: req.GetCallId(), AgentID: agentID, SessionID: req.GetSessionId(),
 		ToolName: req.GetToolName(), Created: now, MaxDenials: max, Generation: a.generation}
+	if req.GetCallId() != "" {
+		call.Signature = session.CallSignature(req)
+	}
 	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" {
 		e.rememberedApproval(ctx, a.snap, call, req, resp, now)
 	}
@@ -281,6 +284,15 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 		halt := fmt.Sprintf("%d consecutive failures (denials and reported errors) in this session: stop and ask the user how to proceed", max)
 		resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: "session", Rule: "max_consecutive_denials", Effect: pb.Decision_DECISION_DENY, Message: halt})
 		resp.Message = policy.JoinMessages(resp.Message, halt) // the model reads the top-level message, not the reasons
+	}
+	entry := decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, Bundles: a.bundles, EvalNs: evalNs, AgentID: agentID, Policy: a.logPolicy}
+	if e.dlog.Required() && resp.Decision != pb.Decision_DECISION_DENY {
+		if err := e.dlog.RecordRequired(ctx, entry); err != nil {
+			unaudited(resp, err)
+			e.dlog.Record(entry)
+		}
+	} else {
+		e.dlog.Record(entry)
 	}
 	e.metrics.decided(resp, took)
 	call.Decision, call.Message = resp.Decision, resp.Message
@@ -290,8 +302,18 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 		call.Response, _ = proto.Marshal(resp)
 	}
 	e.pending.Add(call)
-	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, Bundles: a.bundles, EvalNs: evalNs, AgentID: agentID, Policy: a.logPolicy})
 	return resp, nil
+}
+
+// unaudited turns a decision whose log line could not be written into a
+// deny (--decision-log-required: no audit, no allow).
+func unaudited(resp *pb.DecideResponse, err error) {
+	msg := fmt.Sprintf("denied because this decision could not be recorded in the decision log (%v); the operator requires every decision to be logged: try again later", err)
+	resp.Decision = pb.Decision_DECISION_DENY
+	resp.Message = msg
+	resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: "log", Rule: "decision_log_required", Effect: pb.Decision_DECISION_DENY, Message: msg})
+	resp.Execution = nil
+	policy.BoundMessages(resp)
 }
 
 // evaluate decides with the pinned definition agent, under --eval-timeout.

@@ -140,6 +140,9 @@ type tables struct {
 	fileTools  map[string]fileTool
 	shellTools map[string][]string
 	shell      *envguard.Tables
+	// misnamed maps a guardrail rule name toolpdp does not read (warn,
+	// denies, ...) to the one meant.
+	misnamed map[string]string
 }
 
 // fileTool is an entry of the library's file_tools table: the access its
@@ -166,10 +169,26 @@ func sandbox() *ast.Capabilities {
 	return caps
 }
 
+// Option changes how a bundle is loaded.
+type Option func(*options)
+
+type options struct {
+	warnUnknownKeys bool
+}
+
+// WarnUnknownKeys makes an unknown key of an agent definition a warning
+// instead of a rejected bundle: the migration escape hatch
+// (serve --unknown-keys=warn).
+func WarnUnknownKeys(warn bool) Option { return func(o *options) { o.warnUnknownKeys = warn } }
+
 // NewSnapshot validates, merges, compiles and prepares bundles: the agent
 // definitions are decoded once, here, and a custom tool may not take the
 // name of a tool of the library's tables.
-func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time) (*Snapshot, error) {
+func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time, opts ...Option) (*Snapshot, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	lib, err := libraryTables(bs)
 	if err != nil {
 		return nil, err
@@ -178,7 +197,7 @@ func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time) (*Sna
 	var errs []error
 	defs := map[string]Definition{}
 	for _, b := range bs {
-		w, err := validateAgents(b, lib.builtins, defs)
+		w, err := validateAgents(b, lib.builtins, defs, o.warnUnknownKeys)
 		s.Warnings = append(s.Warnings, w...)
 		errs = append(errs, err)
 		s.Bundles = append(s.Bundles, BundleInfo{Name: b.Name, Revision: b.Revision()})
@@ -211,9 +230,18 @@ func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time) (*Sna
 }
 
 func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
-	s.modules = make(map[string]*ast.Module, len(b.Modules))
+	s.modules = make(map[string]*ast.Module, len(b.Modules)+1)
 	for _, m := range b.Modules {
 		s.modules[m.Path] = m.Parsed
+	}
+	refs, err := guardrailRules(s.modules, s.tables.misnamed)
+	if err != nil {
+		return err
+	}
+	if len(refs) > 0 {
+		if s.modules[ownedGuardrailsModule], err = ownedGuardrails(refs); err != nil {
+			return fmt.Errorf("guardrail rules: %w", err)
+		}
 	}
 	s.compiler = ast.NewCompiler().WithCapabilities(sandbox())
 	if s.compiler.Compile(s.modules); s.compiler.Failed() {
@@ -379,9 +407,8 @@ func guardrailsValue(v any, packages *ast.Term) (ast.Value, error) {
 // hasGuardrailPackages reports whether any module defines rules under
 // data.guardrails (tests aside).
 func (s *Snapshot) hasGuardrailPackages() bool {
-	prefix := ast.MustParseRef("data.guardrails")
 	for path, m := range s.modules {
-		if m.Package.Path.HasPrefix(prefix) && !strings.HasSuffix(path, "_test.rego") {
+		if isGuardrailModule(path, m) {
 			return true
 		}
 	}
@@ -472,6 +499,7 @@ func libraryTables(bs []*bundles.Bundle) (libTables, error) {
 			FileTools  map[string]fileTool `json:"file_tools"`
 			ShellTools map[string][]string `json:"shell_tools"`
 			Categories map[string]string   `json:"builtin_categories"`
+			Misnamed   map[string]string   `json:"guardrail_names_not_read"`
 		}
 		shell := &envguard.Tables{}
 		file := b.DataFileOf(bundles.LibraryRoot, "tables")
@@ -484,7 +512,7 @@ func libraryTables(bs []*bundles.Bundle) (libTables, error) {
 		if err := shell.Validate(); err != nil {
 			return libTables{}, fmt.Errorf("%s: toolpdp.tables.%w", file, err)
 		}
-		out := libTables{tables: tables{fileTools: t.FileTools, shellTools: t.ShellTools, shell: shell}, builtins: map[string]bool{}}
+		out := libTables{tables: tables{fileTools: t.FileTools, shellTools: t.ShellTools, shell: shell, misnamed: t.Misnamed}, builtins: map[string]bool{}}
 		for _, m := range []map[string]bool{keySet(t.ShellTools), keySet(t.FileTools), keySet(t.Categories)} {
 			for k := range m {
 				out.builtins[k] = true
