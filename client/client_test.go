@@ -19,12 +19,13 @@ import (
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
-// serve starts a real toolpdp server on a unix socket, on the embedded default.
-func serve(t *testing.T) string {
+// serve starts a real toolpdp server on a unix socket, on the embedded
+// default and the bundles given.
+func serve(t *testing.T, bundles ...string) string {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	engine, err := pdp.New(pdp.Config{Logger: log, Registerer: reg, EvalTimeout: time.Second, TestTimeout: time.Minute, MaxSessions: 10, MaxPending: 10})
+	engine, err := pdp.New(pdp.Config{Bundles: bundles, Logger: log, Registerer: reg, EvalTimeout: time.Second, TestTimeout: time.Minute, MaxSessions: 10, MaxPending: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
