@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolpdp/toolpdp/pdp/decisiontest"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -67,13 +68,13 @@ func runConformance(t *testing.T, file string) decisiontest.Result {
 	bdir := t.TempDir()
 	rev := 1
 	writeAgentsBundle(t, bdir, decisiontest.Sub(mustJSON(t, c.Agents), root), fmt.Sprintf("r%d", rev))
-	ts := startServer(t, serverOpts{bundles: []string{bdir}, watch: true})
-	target := decisiontest.Target{Client: ts.client, ReloadAgents: func(_ context.Context, agents []byte) error {
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{bdir}, Watch: true})
+	target := decisiontest.Target{Client: ts.Client, ReloadAgents: func(_ context.Context, agents []byte) error {
 		rev++
 		want := fmt.Sprintf("r%d", rev)
 		writeAgentsBundle(t, bdir, agents, want)
 		eventually(t, 10*time.Second, "reload to "+want, func() bool {
-			return ts.decide(t, &pb.DecideRequest{AgentId: "__probe__", ToolName: "Read"}).PolicyRevision == "library-0.1.0,"+want
+			return ts.Decide(t, &pb.DecideRequest{AgentId: "__probe__", ToolName: "Read"}).PolicyRevision == "library-0.1.0,"+want
 		})
 		return nil
 	}}
@@ -92,7 +93,7 @@ func writeAgentsBundle(t *testing.T, dir string, agents []byte, revision string)
 	writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(fmt.Sprintf(`{"revision": %q, "roots": ["agents"]}`, revision)))
 }
 
-func writeFileAtomic(t *testing.T, path string, content []byte) {
+func writeFileAtomic(t testing.TB, path string, content []byte) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
