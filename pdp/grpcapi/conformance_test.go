@@ -115,3 +115,33 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestConformanceShellSteps runs the shell and protected-name steps of the
+// revision-3 file (its first fifteen) on their own, so that they are
+// checked while the file's other step kinds are still being built.
+func TestConformanceShellSteps(t *testing.T) {
+	src := filepath.Join(conformanceDir, "14-revision3.json")
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Skipf("skipped: %v (the shared/ directory is not beside this clone; CI runs it)", err)
+	}
+	var c map[string]json.RawMessage
+	if err := json.Unmarshal(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	var steps []json.RawMessage
+	if err := json.Unmarshal(c["steps"], &steps); err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) < 15 {
+		t.Fatalf("%s has %d steps, want at least 15", src, len(steps))
+	}
+	c["steps"] = mustJSON(t, steps[:15])
+	file := filepath.Join(t.TempDir(), "14-shell.json")
+	if err := os.WriteFile(file, mustJSON(t, c), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, fl := range runConformance(t, file).Failures {
+		t.Errorf("%s", fl)
+	}
+}
