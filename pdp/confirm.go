@@ -92,7 +92,11 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 	}
 	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Confirmation, At: now, Confirm: req, Call: logCall(got), Halt: halt, Remembered: remembered,
 		AnsweredBy: by, Outcome: policy.EffectName(final.Decision), Overruled: overruled(answer, final)})
-	return &pb.ConfirmResponse{Decision: final.Decision, Halt: halt}, nil
+	resp := &pb.ConfirmResponse{Decision: final.Decision, Halt: halt}
+	if final.Decision != pb.Decision_DECISION_ALLOW {
+		resp.Message = final.Message
+	}
+	return resp, nil
 }
 
 // MaxDenyMessageBytes bounds a person's deny_message: it reaches the model.

@@ -239,8 +239,8 @@ func TestRemovedAgentIsRevoked(t *testing.T) {
 	// An ask of the removed agent still pending: a person's allow is a deny.
 	if ask.Decision == pb.Decision_DECISION_ASK {
 		c, err := ts.Client.Confirm(context.Background(), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow", Remember: true})
-		if err != nil || c.Decision != pb.Decision_DECISION_DENY {
-			t.Fatalf("Confirm allow of a removed agent's ask: %v %v, want DECISION_DENY", c, err)
+		if err != nil || c.Decision != pb.Decision_DECISION_DENY || !strings.Contains(c.Message, "removed") {
+			t.Fatalf("Confirm allow of a removed agent's ask: %v %v, want DECISION_DENY with a message saying the agent was removed", c, err)
 		}
 	} else {
 		t.Fatalf("eval ls: %s, want an ask to confirm", ask.Decision)
