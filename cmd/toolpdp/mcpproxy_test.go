@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -308,16 +307,6 @@ func waitPending(t *testing.T, ctx context.Context, approver pb.DecisionServiceC
 	}
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
 func waitHTTP(t *testing.T, url string, p *process) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -338,17 +327,18 @@ func waitHTTP(t *testing.T, url string, p *process) {
 // listening in front of it, the Go SDK's client connecting to the proxy.
 func TestMCPProxyHTTP(t *testing.T) {
 	f := startMCPSidecar(t)
-	upPort, proxyPort := freePort(t), freePort(t)
+	upAddr, proxyAddr := freePort(t), freePort(t)
+	_, upPort, _ := net.SplitHostPort(upAddr)
 	up := startBinaryEnv(t, "node", []string{"PORT=" + upPort}, everything(t), "streamableHttp")
-	waitHTTP(t, "http://127.0.0.1:"+upPort+"/mcp", up)
+	waitHTTP(t, "http://"+upAddr+"/mcp", up)
 	proxy := start(t, "mcp-proxy", "--addr", "unix://"+f.agentSock, "--agent-id", "mcp", "--server-name", "everything",
-		"--listen", "127.0.0.1:"+proxyPort, "--upstream-url", "http://127.0.0.1:"+upPort+"/mcp")
-	waitHTTP(t, "http://127.0.0.1:"+proxyPort+"/", proxy)
+		"--listen", proxyAddr, "--upstream-url", "http://"+upAddr+"/mcp")
+	waitHTTP(t, "http://"+proxyAddr+"/", proxy)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolpdp-test-agent", Version: "1"}, nil)
-	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://127.0.0.1:" + proxyPort + "/"}, nil)
+	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + proxyAddr + "/"}, nil)
 	if err != nil {
 		t.Fatalf("connect: %v\nproxy: %s", err, proxy.stderr.String())
 	}
