@@ -240,7 +240,10 @@ func readTarball(r io.Reader, baseURL string, lim Limits, all bool) ([]file, err
 	if err != nil {
 		return nil, fmt.Errorf("not a .tar.gz bundle: %w", err)
 	}
-	tr := tar.NewReader(gz)
+	// What the tar reader consumes without returning — headers, padding,
+	// PAX records, long names — is bounded as well: a stream of them never
+	// reaches the entry count.
+	tr := tar.NewReader(&boundedReader{r: gz, left: b.MaxBytes + int64(b.MaxEntries)*2048 + 1<<20})
 	var out []file
 	for {
 		h, err := tr.Next()
@@ -254,7 +257,7 @@ func readTarball(r io.Reader, baseURL string, lim Limits, all bool) ([]file, err
 			return nil, err
 		}
 		switch h.Typeflag {
-		case tar.TypeDir:
+		case tar.TypeDir, tar.TypeXGlobalHeader: // a directory; a comment (git archive writes its commit id)
 			continue
 		case tar.TypeReg:
 		default:
@@ -272,6 +275,24 @@ func readTarball(r io.Reader, baseURL string, lim Limits, all bool) ([]file, err
 		}
 		out = append(out, file{path: h.Name, url: strings.TrimSuffix(baseURL, "/") + "/" + strings.TrimPrefix(h.Name, "/"), data: data})
 	}
+}
+
+// boundedReader fails once more than left bytes are read.
+type boundedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("%w: more bytes once decompressed than its bound allows (--max-bundle-bytes)", ErrTooLarge)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // unexpected names a stream that ended early as such.
