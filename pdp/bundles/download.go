@@ -58,7 +58,11 @@ type client struct {
 func newClient(src string, c Credentials, token *tokenfile.File) (*client, error) {
 	u, err := url.Parse(src)
 	if err != nil {
-		return nil, err
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may hold a credential
+		}
+		return nil, fmt.Errorf("not a URL: %w", err)
 	}
 	if u.Host == "" {
 		return nil, errors.New("a bundle server URL needs a host")
