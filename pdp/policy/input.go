@@ -22,10 +22,14 @@ import (
 // agent's index entry (agent may be a session's pinned one), the agent's
 // guardrails from snap, the effective execution policy with its resolved
 // roots, and envguard's view of the tool's paths and command.
-// Resolving and parsing stop when ctx is done; the caller checks it.
-func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) ast.Value {
+// Resolving and parsing stop when ctx is done; the caller checks it. The
+// error is a pinned session's guardrails that no longer compile.
+func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) (ast.Value, error) {
 	t := &snap.tables
-	guardrails, compiled := snap.guardrailsFor(agentID, agent)
+	guardrails, compiled, err := snap.guardrailsFor(agentID, agent)
+	if err != nil {
+		return nil, err
+	}
 	in := ast.NewObject(
 		item("agent_id", ast.String(agentID)),
 		item("session_id", ast.String(req.GetSessionId())),
@@ -64,7 +68,7 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 		cmd := analyzeCommand(ctx, t.shell, compiled, names, req.GetArgs(), cwd)
 		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
 	}
-	return in
+	return in, nil
 }
 
 // effectivePolicy is the call site's policy when it sent one, else the
