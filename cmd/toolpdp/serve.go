@@ -7,10 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi"
 	"github.com/toolpdp/toolpdp/pdp/server"
@@ -37,11 +40,14 @@ func serveFlagSet(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	e, api, dl := &c.Engine, &c.API, &c.DecisionLog
 	fs := newFlagSet("serve", stderr)
 	fs.Var((*listFlag)(&e.Bundles), "bundle", "a bundle: a directory, an opa build .tar.gz, or the http(s):// URL of a bundle server, polled with ETags (repeatable; env: comma-separated); none: the embedded default agent")
-	fs.StringVar(&e.Remote.TokenFile, "bundle-token-file", "", "file holding a bearer token for http(s) bundle servers, re-read at each request (OPA's credentials.bearer.token_path)")
+	fs.StringVar(&e.Remote.TokenFile, "bundle-token-file", "", "file holding a bearer token for http(s) bundle servers, re-read when it changes, sent only to the --bundle URL's own origin (OPA's credentials.bearer.token_path)")
 	fs.StringVar(&e.Remote.TokenScheme, "bundle-token-scheme", "Bearer", "the Authorization scheme of --bundle-token-file")
 	fs.StringVar(&e.Remote.ClientCert, "bundle-client-cert", "", "PEM client certificate for http(s) bundle servers, with --bundle-client-key (OPA's credentials.client_tls)")
 	fs.StringVar(&e.Remote.ClientKey, "bundle-client-key", "", "PEM private key of --bundle-client-cert")
 	fs.StringVar(&e.Remote.CACert, "bundle-ca-cert", "", "PEM CA bundle trusted for http(s) bundle servers' certificates (OPA's tls.ca_cert)")
+	fs.Int64Var(&e.BundleLimits.MaxBytes, "max-bundle-bytes", bundles.DefaultMaxBundleBytes, "bytes all files of one bundle may hold together, files OPA ignores included; a bundle over it is rejected")
+	fs.IntVar(&e.BundleLimits.MaxEntries, "max-bundle-entries", bundles.DefaultMaxBundleEntries, "files and directories one bundle may hold; a bundle over it is rejected")
+	fs.DurationVar(&e.DownloadTimeout, "bundle-download-timeout", bundles.DefaultDownloadTimeout, "bound on one download from a bundle server, headers and body: a server that stalls past it is a failed download")
 	fs.Var((*listFlag)(&c.Listen), "listen", "gRPC address, host:port or unix:///path (repeatable; default "+server.DefaultListen+")")
 	fs.Var((*listFlag)(&c.ConfirmListen), "confirm-listen", "the approver's gRPC address, host:port or unix:///path (repeatable): Confirm and ListPending are served only there, and refused elsewhere with PERMISSION_DENIED; give it a socket the agent's tools cannot reach")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", server.DefaultMetricsListen, "HTTP address for /metrics; empty disables it")
@@ -52,12 +58,16 @@ func serveFlagSet(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	fs.IntVar(&api.MaxArgsBytes, "max-args-bytes", grpcapi.DefaultMaxArgsBytes, "bound on a request's encoded args; larger is INVALID_ARGUMENT")
 	fs.Int64Var(&api.MaxInflightBytes, "max-inflight-bytes", grpcapi.DefaultMaxInflightBytes, "encoded bytes of Decide requests decided at once; more wait, and past 5s are RESOURCE_EXHAUSTED")
 	fs.IntVar(&api.MaxWaiters, "max-waiters", grpcapi.DefaultMaxWaiters, "AwaitDecision calls waiting for a person's answer at once; more are RESOURCE_EXHAUSTED")
-	fs.IntVar(&e.MaxSessions, "max-sessions", pdp.DefaultMaxSessions, "sessions held at most; the longest idle are released first")
+	fs.StringVar(&c.State.URL, "state", "memory", "where session state lives (pins, counts and halts, asks, remembered approvals): memory; file:PATH, an embedded store on local disk that a restart keeps (one process per file); or redis://… or rediss://…, a Redis replicas share (its maxmemory-policy must be noeviction)")
+	fs.StringVar(&c.State.PasswordFile, "state-password-file", "", "file holding the --state Redis password (instead of one in the URL)")
+	fs.StringVar(&c.State.CACertFile, "state-ca-cert", "", "PEM CA bundle trusted for a rediss:// --state (the system's when unset)")
+	fs.IntVar(&e.MaxSessions, "max-sessions", pdp.DefaultMaxSessions, "sessions held at most; the longest idle that are not halted are released first, and a new session is refused while every one is halted")
+	fs.IntVar(&e.MaxSessionsPerAgent, "max-sessions-per-agent", 0, "sessions of one agent held at most (agents the policy does not define share one bound); 0: half of --max-sessions")
 	fs.DurationVar(&e.SessionIdle, "session-idle-timeout", pdp.DefaultSessionIdle, "a session unused this long is released")
 	fs.IntVar(&e.MaxPending, "max-pending", pdp.DefaultMaxPending, "asks awaiting Confirm held at most")
 	fs.Int64Var(&e.MaxPendingBytes, "max-pending-bytes", pdp.DefaultMaxPendingBytes, "bytes the asks awaiting Confirm hold at most; the oldest are forgotten first")
 	fs.Int64Var(&e.MaxSessionBytes, "max-session-bytes", pdp.DefaultMaxSessionBytes, "bytes the sessions hold at most; the longest idle are released first")
-	fs.DurationVar(&e.PendingTTL, "pending-ttl", pdp.DefaultPendingTTL, "an ask nobody answers within this expires: a deny, as its AwaitDecision tells the agent")
+	fs.DurationVar(&e.PendingTTL, "pending-ttl", 0, "an ask nobody answers within this expires: a deny, as its AwaitDecision tells the agent (0: "+pdp.DefaultPendingTTL.String()+" with --state memory, "+server.DefaultDurablePendingTTL.String()+" with a durable store)")
 	fs.DurationVar(&e.RememberTTL, "remember-ttl", pdp.DefaultRememberTTL, "a remembered approval (Confirm with remember) holds this long at most; it also ends with its session and with any reload")
 	fs.DurationVar(&e.Debounce, "watch-debounce", pdp.DefaultDebounce, "file events closer than this give one reload")
 	fs.DurationVar(&e.Poll, "poll-interval", pdp.DefaultPoll, "how often bundle content is re-hashed, for events a file system misses")
@@ -91,6 +101,11 @@ flag takes a comma-separated list there.`)
 
 // serve: flags → config → run.
 func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) error {
+	// SIGHUP re-reads bundles and credentials, as for many daemons;
+	// unhandled it would end the process. Caught first, before any work.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	c, parseArgs := serveFlags(stderr)
 	if err := parseArgs(args); err != nil {
 		return err
@@ -98,6 +113,9 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
 		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
+	}
+	if b := c.Engine.BundleLimits; b.MaxBytes <= 0 || b.MaxEntries <= 0 || c.Engine.DownloadTimeout <= 0 {
+		return fmt.Errorf("%w: --max-bundle-bytes, --max-bundle-entries and --bundle-download-timeout must be positive", errUsage)
 	}
 	if c.whenFull != "drop" && c.whenFull != "block" {
 		return fmt.Errorf("%w: --decision-log-when-full: %q is not drop or block", errUsage, c.whenFull)
@@ -115,6 +133,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	}
 	defer tracing.shutdown() // after the server has stopped: flushes the last spans
 	c.API.Options = tracing.options
+	c.Reload = hup
 	return server.Run(ctx, c.Config)
 }
 

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/bundle"
@@ -25,6 +25,8 @@ import (
 	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi"
+	"github.com/toolpdp/toolpdp/pdp/session"
+	"github.com/toolpdp/toolpdp/pdp/tokenfile"
 )
 
 // Server is toolpdp serving: the engine, its gRPC server, and every
@@ -39,6 +41,8 @@ type Server struct {
 	probes    *grpc.Server   // health only, on HealthListen; nil without
 	https     []*http.Server // metrics, and any other HTTP listener
 	endpoints []*endpoint
+	tokens    []*tokenfile.File // every credential file, kept current while serving
+	store     session.Store     // closed last
 }
 
 // Run builds a server from cfg and serves until ctx ends.
@@ -68,18 +72,31 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	ec := cfg.Engine
 	ec.Logger, ec.Registerer, ec.DecisionLog = cfg.Logger, s.registry, s.dlog
+	if err := s.openTokenFiles(&ec); err != nil {
+		return nil, err
+	}
 	if ec.Verify, err = verification(cfg.Verification); err != nil {
 		return nil, err
 	}
+	if ec.PendingTTL <= 0 && cfg.State.Durable() {
+		ec.PendingTTL = DefaultDurablePendingTTL
+	}
+	if ec.Store, err = session.Open(ctx, cfg.State.URL, ec.Bounds(), session.OpenOptions{PasswordFile: cfg.State.PasswordFile, CACert: cfg.State.CACertFile}); err != nil {
+		return nil, err
+	}
+	s.store = ec.Store
 	if s.engine, err = pdp.New(ec); err != nil {
 		return nil, err
+	}
+	if cfg.State.Durable() {
+		cfg.Logger.Info("session state", "state", redactState(cfg.State.URL))
 	}
 	ac := cfg.API
 	ac.Logger, ac.Registerer, ac.SeparateApprover = cfg.Logger, s.registry, len(cfg.ConfirmListen) > 0
 	if ac.Creds, err = transportCredentials(cfg.TLS, cfg.Logger); err != nil {
 		return nil, err
 	}
-	if ac.Workspaces, err = workspaceBinding(cfg.TLS.ClientCAFile != "", cfg.WorkspaceTokens); err != nil {
+	if ac.Workspaces, err = s.workspaceBinding(cfg.TLS.ClientCAFile != "", cfg.WorkspaceTokens); err != nil {
 		return nil, err
 	}
 	if s.grpc, s.api, err = grpcapi.New(s.engine, ac); err != nil {
@@ -136,9 +153,16 @@ func (s *Server) serveHTTP(h http.Handler) func(net.Listener) error {
 // ones get ShutdownGrace to finish, and the decision log is flushed. The
 // engine keeps the policy current meanwhile (watches, polls, sweeps).
 func (s *Server) Run(ctx context.Context) error {
+	defer s.closeStore() // after every call has ended: writes what is queued
 	defer s.dlog.Close() // after the servers have stopped: flushes what is queued
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.engine.Run(ctx) })
+	for _, f := range s.tokens {
+		g.Go(func() error { f.Run(ctx, 0); return nil })
+	}
+	if s.cfg.Reload != nil {
+		g.Go(func() error { s.reloadOn(ctx, s.cfg.Reload); return nil })
+	}
 	for _, e := range s.endpoints {
 		s.cfg.Logger.Info(e.what, "listen", e.l.Addr().String(), "network", e.l.Addr().Network())
 		g.Go(func() error {
@@ -191,6 +215,23 @@ func (s *Server) close() {
 		}
 	}
 	s.dlog.Close()
+	s.closeStore()
+}
+
+func (s *Server) closeStore() {
+	if s.store != nil {
+		if err := s.store.Close(); err != nil {
+			s.cfg.Logger.Error("closing the session state store", "error", err.Error())
+		}
+	}
+}
+
+// redactState is a --state URL without its password.
+func redactState(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return raw
 }
 
 // Engine is the server's engine: its policy, sessions and OnSwap hooks.
@@ -227,30 +268,6 @@ func openDecisionLog(c DecisionLog, log *slog.Logger, reg prometheus.Registerer)
 	}
 	c.Logger, c.Registerer = log, reg
 	return decisionlog.New(c.Config)
-}
-
-// workspaceBinding reads the workspace tokens; nil when nothing binds.
-func workspaceBinding(mtls bool, specs []string) (*grpcapi.Workspaces, error) {
-	if !mtls && len(specs) == 0 {
-		return nil, nil
-	}
-	w := &grpcapi.Workspaces{MTLS: mtls, Tokens: map[string]string{}}
-	for _, spec := range specs {
-		ws, file, ok := strings.Cut(spec, "=")
-		if !ok || ws == "" || file == "" {
-			return nil, fmt.Errorf("%w: --workspace-token %q is not WORKSPACE=FILE", ErrUsage, spec)
-		}
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("--workspace-token %s: %w", ws, err)
-		}
-		token := strings.TrimSpace(string(raw))
-		if len(token) < 16 {
-			return nil, fmt.Errorf("--workspace-token %s: the token in %s is shorter than 16 characters", ws, file)
-		}
-		w.Tokens[token] = ws
-	}
-	return w, nil
 }
 
 // verification is the signature check v asks for, or nil.
