@@ -4,13 +4,15 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/toolpdp/toolpdp/internal/testkit"
 )
 
 // check and test with --format json print one object (docs/CLI.md) and
 // exit as without it: 3 for a bundle that does not validate, 4 for failing
 // tests; --run that matches nothing fails; decide prints text on request.
 func TestFormatJSONAndExitCodes(t *testing.T) {
-	invalid := bundleDir(t, map[string]string{"agents/coder/data.json": `{"execution_policy": {"read_path": ["/p"]}}`})
+	invalid := testkit.WriteBundle(t, map[string]string{"agents/coder/data.json": `{"execution_policy": {"read_path": ["/p"]}}`})
 	out, _, err := runCmd(t, "", "check", "--format", "json", invalid)
 	var report struct {
 		OK       bool     `json:"ok"`
@@ -24,7 +26,7 @@ func TestFormatJSONAndExitCodes(t *testing.T) {
 		t.Errorf("check of a misspelt scope: exit %d, report %+v; want 3 naming read_paths", exitCodeOf(err), report)
 	}
 
-	failing := bundleDir(t, map[string]string{
+	failing := testkit.WriteBundle(t, map[string]string{
 		"agents/coder/data.json": `{"guardrails": {"deny_commands": ["curl"]}}`,
 		"tests/coder.decisions.json": `{"name": "curl", "steps": [
 			{"request": {"agentId": "coder", "toolName": "Bash", "args": {"command": "curl x"}}, "expect": {"decision": "DECISION_DENY"}},
