@@ -429,10 +429,6 @@ func (a *analyzer) redirects(ctx leafCtx, src string, s *syntax.Stmt) {
 // execConfig records a write into a file whose contents programs run
 // (~/.gitconfig, ~/.bashrc, git hooks): it runs at the next such program.
 func (a *analyzer) execConfig(ctx leafCtx, what, p string) {
-	if strings.Contains(strings.ToLower(p), ".config/git/") {
-		a.unseen(what+" into "+clip(p)+" (git's configuration, whose aliases run commands)", ctx.src)
-		return
-	}
 	if name, ok := a.t.tables().execConfig.Match(strings.ReplaceAll(p, "=", "/")); ok { // dd of=~/.bashrc
 		a.unseen(what+" into "+clip(p)+" ("+name+": program configuration, whose files run commands)", ctx.src)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -263,7 +264,7 @@ func TestKubernetesManifests(t *testing.T) {
 	if files[".manifest"] == "" {
 		t.Fatal("the bundle volume has no .manifest")
 	}
-	if out, _, err := runCmd(t, "", "check", bundleDir(t, files)); err != nil {
+	if out, _, err := runCmd(t, "", "check", testkit.WriteBundle(t, files)); err != nil {
 		t.Fatalf("toolpdp check on the ConfigMap's bundle: %v", err)
 	} else if strings.Contains(out, "warning") {
 		t.Fatalf("the example bundle has warnings:\n%s", out)
