@@ -110,7 +110,7 @@ func TestClosedWorldShapes(t *testing.T) {
 			{"vim -c '%s/a/b/g' -c wq f", "allow"}, {"vim -c '!curl x' f", "ask"}, {"vim -c 's/x/\\=system(\"id\")/' f", "ask"},
 			{"git config --get remote.origin.url", "allow"}, {"git config user.name", "allow"}, {"git config remote.origin.url 'ext::sh'", "ask"},
 			{"git config --add alias.x '!curl x'", "ask"}, {"git check-ignore .env", "allow"}, {"git ls-files .env", "allow"},
-			{"tmp=$(mktemp); echo x > \"$tmp\"; rm -f \"$tmp\"", "allow"}, {"d=$(mktemp -d); cp f \"$d/\"", "allow"},
+			{"tmp=$(mktemp); echo x > \"$tmp\"; cat \"$tmp\"", "allow"}, {"f=/tmp/x; rm \"$f\"", "ask"}, {"d=$(mktemp -d); cp f \"$d/\"", "allow"},
 			{"t=$(mktemp .git/x.XXXX); echo x > $t", "ask"}, {"TMPDIR=.git; t=$(mktemp); echo x > $t", "ask"},
 		},
 		"protected names through the shell": {

@@ -122,13 +122,5 @@ func (w word) could(s string) (possible, certain bool) {
 		re, err := regexp.Compile(w.pattern)
 		return err != nil || re.MatchString(s), false
 	}
-	if w.values != nil {
-		for _, v := range w.values {
-			if v == s {
-				return true, false
-			}
-		}
-		return false, false
-	}
 	return true, false
 }

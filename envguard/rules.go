@@ -345,15 +345,7 @@ func hasShort(t *Tables, program string, args []word, s byte) (possible, certain
 				possible = true // a glob that can start with "-" can hold any option letters
 			}
 		case opaque:
-			if a.values == nil {
-				possible = true
-				continue
-			}
-			for _, v := range a.values { // what its variables are given in the command
-				if p, _ := hasShort(t, program, []word{{text: v, kind: literal}}, s); p {
-					possible = true
-				}
-			}
+			possible = true // a parameter could become any option, whatever it was given
 		}
 	}
 	return possible, false
