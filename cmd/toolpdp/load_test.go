@@ -44,7 +44,7 @@ func TestHostileLoadsAreBounded(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := bundleDir(t, map[string]string{
-				"agents/data.json": `{"coder": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`,
+				"agents/data.json":  `{"coder": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`,
 				"guardrails/g.rego": guardrailModule("guardrails.team", `deny contains "no Curl" if input.tool_name == "Curl"`),
 			})
 			sock := filepath.Join(t.TempDir(), "s.sock")
