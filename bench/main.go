@@ -36,6 +36,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolpdp/toolpdp/client"
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -307,7 +308,11 @@ func opaInput(req *pb.DecideRequest, fairDir string) (full, slim, fair []byte, e
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	full = []byte(`{"input": ` + snap.Input(req).String() + `}`)
+	input, err := snap.Input(req)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	full = []byte(`{"input": ` + input.String() + `}`)
 	var doc map[string]map[string]any
 	if err := json.Unmarshal(full, &doc); err != nil {
 		return nil, nil, nil, err
@@ -332,7 +337,10 @@ func opaInput(req *pb.DecideRequest, fairDir string) (full, slim, fair []byte, e
 func writeFairBundle(snap *policy.Snapshot, dir string) error {
 	agents, guardrails := map[string]json.RawMessage{}, map[string]json.RawMessage{}
 	for _, id := range snap.AgentIDs() {
-		in := snap.Input(&pb.DecideRequest{AgentId: id, ToolName: "Read"})
+		in, err := snap.Input(&pb.DecideRequest{AgentId: id, ToolName: "Read"})
+		if err != nil {
+			return err
+		}
 		obj, _ := in.(ast.Object)
 		agents[id] = json.RawMessage(obj.Get(ast.StringTerm("agent")).String())
 		guardrails[id] = json.RawMessage(obj.Get(ast.StringTerm("guardrails")).String())
@@ -402,11 +410,8 @@ func opaDecision(url string, body []byte) (string, error) {
 	return out.Result.Decision, json.NewDecoder(resp.Body).Decode(&out)
 }
 
-func dial(target string) *grpc.ClientConn {
-	if !strings.HasPrefix(target, "unix://") {
-		target = "passthrough:///" + target
-	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func dial(addr string) *grpc.ClientConn {
+	conn, err := grpc.NewClient(client.Target(addr), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		panic(err) // impossible: the targets are well-formed
 	}

@@ -24,14 +24,17 @@ func (e *Engine) AwaitDecision(ctx context.Context, ws string, req *pb.AwaitDeci
 	if req.GetWaitSeconds() < 0 {
 		return nil, errorf(InvalidArgument, "wait_seconds: %d is negative", req.GetWaitSeconds())
 	}
-	id, err := e.callID(ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
+	id, err := e.callID(ctx, ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
 	wait := min(time.Duration(req.GetWaitSeconds())*time.Second, MaxWait)
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	c, found := e.pending.Wait(ctx, id, ws, e.cfg.Now)
+	c, found, err := e.state.store.Wait(ctx, id, ws, e.cfg.Now)
+	if e.state.result("wait", err) != nil {
+		return nil, storeError(err)
+	}
 	switch {
 	case found == session.NotFound:
 		return nil, notFoundError(id)

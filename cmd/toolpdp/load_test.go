@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -276,17 +275,6 @@ func TestDecisionLogRequired(t *testing.T) {
 			}
 		})
 	}
-}
-
-// freePort is a loopback address nothing listens on now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // metricValue is the value of an unlabelled metric the server at addr

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/toolpdp/toolpdp/client"
 	"github.com/toolpdp/toolpdp/pdp/server"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -84,11 +84,7 @@ func pending(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 // call runs f against a running server, over TCP or a unix socket, with
 // a 5 s deadline.
 func call(ctx context.Context, addr string, f func(context.Context, pb.DecisionServiceClient) error) error {
-	target := addr
-	if !strings.HasPrefix(target, "unix://") {
-		target = "passthrough:///" + target
-	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(client.Target(addr), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,8 @@ import (
 // Request limits, checked before any policy runs.
 const (
 	MaxToolNameBytes = 256
-	MaxIDBytes       = 256 // agent_id, session_id, server, call_id, decision_id
+	MaxIDBytes       = 256  // agent_id, session_id, server, call_id, decision_id
+	MaxFilterTools   = 1024 // tools in one FilterTools request
 )
 
 // DefaultMaxArgsBytes bounds a request's encoded args when Config does not.
@@ -65,6 +66,12 @@ type Config struct {
 	// and its interceptor, chained innermost).
 	Options []grpc.ServerOption
 }
+
+// StateHealthService is the health service name that reports the session
+// state store: NOT_SERVING while it cannot be reached (calls with a session
+// and asks are denied meanwhile; calls without one are decided, so the
+// server's own health stays SERVING).
+const StateHealthService = "toolpdp.v1.StateStore"
 
 // Server is the gRPC face of an Engine.
 type Server struct {
@@ -109,6 +116,14 @@ func New(engine *pdp.Engine, cfg Config) (*grpc.Server, *Server, error) {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	s.health.SetServingStatus(pb.DecisionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	engine.OnSwap(func(*policy.Snapshot) { s.MarkServing(true) })
+	s.health.SetServingStatus(StateHealthService, healthpb.HealthCheckResponse_SERVING)
+	engine.OnStateHealth(func(up bool) {
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if up {
+			st = healthpb.HealthCheckResponse_SERVING
+		}
+		s.health.SetServingStatus(StateHealthService, st)
+	})
 	return srv, s, nil
 }
 
@@ -211,6 +226,8 @@ func (s *Server) validate(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
 	case *pb.AwaitDecisionRequest:
 		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
+	case *pb.FilterToolsRequest:
+		err = checkFilterTools(r)
 	}
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -316,7 +333,7 @@ func (s *Server) AwaitDecision(ctx context.Context, req *pb.AwaitDecisionRequest
 // ReportResult implements DecisionService.
 func (s *Server) ReportResult(ctx context.Context, req *pb.ReportResultRequest) (*pb.ReportResultResponse, error) {
 	ws, _ := callerWorkspace(ctx)
-	resp, err := s.engine.ReportResult(ws, req)
+	resp, err := s.engine.ReportResult(ctx, ws, req)
 	return resp, statusOf(err)
 }
 
@@ -326,13 +343,45 @@ func (s *Server) EndSession(ctx context.Context, req *pb.EndSessionRequest) (*pb
 		return nil, status.Error(codes.InvalidArgument, "session_id: required")
 	}
 	ws, _ := callerWorkspace(ctx)
-	return &pb.EndSessionResponse{Found: s.engine.EndSession(ws, req.GetAgentId(), req.GetSessionId())}, nil
+	found, err := s.engine.EndSession(ctx, ws, req.GetAgentId(), req.GetSessionId())
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	return &pb.EndSessionResponse{Found: found}, nil
+}
+
+// FilterTools implements DecisionService: which tools some call could
+// allow or ask, on the agent's listener, workspace-scoped like Decide.
+func (s *Server) FilterTools(ctx context.Context, req *pb.FilterToolsRequest) (*pb.FilterToolsResponse, error) {
+	ws, _ := callerWorkspace(ctx)
+	resp, err := s.engine.FilterTools(ctx, ws, req)
+	return resp, statusOf(err)
+}
+
+// checkFilterTools bounds a FilterTools request: its ids, the count of
+// tools, and each name as Decide bounds a tool_name.
+func checkFilterTools(r *pb.FilterToolsRequest) error {
+	if err := checkIDs(map[string]string{"agent_id": r.GetAgentId(), "session_id": r.GetSessionId()}); err != nil {
+		return err
+	}
+	if len(r.GetTools()) > MaxFilterTools {
+		return fmt.Errorf("tools: %d tools, more than the limit of %d", len(r.GetTools()), MaxFilterTools)
+	}
+	for i, t := range r.GetTools() {
+		switch {
+		case t.GetName() == "":
+			return fmt.Errorf("tools[%d].name: required", i)
+		case len(t.GetName()) > MaxToolNameBytes || len(t.GetServer()) > MaxToolNameBytes:
+			return fmt.Errorf("tools[%d]: a name or server of more than %d bytes", i, MaxToolNameBytes)
+		}
+	}
+	return nil
 }
 
 // ListPending implements DecisionService.
 func (s *Server) ListPending(ctx context.Context, req *pb.ListPendingRequest) (*pb.ListPendingResponse, error) {
 	ws, _ := callerWorkspace(ctx)
-	asks, next, err := s.engine.ListPending(ws, req.GetAgentId(), req.GetPageSize(), req.GetPageToken())
+	asks, next, err := s.engine.ListPending(ctx, ws, req.GetAgentId(), req.GetPageSize(), req.GetPageToken())
 	if err != nil {
 		return nil, statusOf(err)
 	}
@@ -354,6 +403,6 @@ func statusOf(err error) error {
 		return status.Error(codes.Internal, err.Error())
 	}
 	code := map[pdp.Code]codes.Code{pdp.InvalidArgument: codes.InvalidArgument, pdp.NotFound: codes.NotFound, pdp.FailedPrecondition: codes.FailedPrecondition,
-		pdp.PermissionDenied: codes.PermissionDenied}[e.Code]
+		pdp.PermissionDenied: codes.PermissionDenied, pdp.Unavailable: codes.Unavailable}[e.Code]
 	return status.Error(code, e.Message)
 }

@@ -20,7 +20,11 @@ func inputOf(t *testing.T, req *pb.DecideRequest) map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := ast.JSON(snap.Input(req))
+	in, err := snap.Input(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := ast.JSON(in)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +50,7 @@ func AgentID(id string) string {
 // request that loaded it, replaced whole on reload.
 type Snapshot struct {
 	Revision string // every bundle's revision, comma-separated
+	Digest   string // SHA-256 of every module and all data: the policy's content
 	Bundles  []BundleInfo
 	Loaded   time.Time
 	Warnings []string
@@ -107,12 +110,14 @@ type Agent struct {
 	// union for the newest snapshot.
 	ownGuardrails ast.Value
 	merged        atomic.Pointer[mergedGuardrails]
+	enc           encoded // what a durable session store keeps (pin.go)
 }
 
 type mergedGuardrails struct {
 	snap     *Snapshot
 	value    ast.Value
 	commands *compiledGuardrails
+	err      error // the merged command rules do not compile: every call of the session is denied
 }
 
 // ExecutionPolicy is the environment axis of an agent or a call: the
@@ -234,6 +239,9 @@ func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
 	for _, m := range b.Modules {
 		s.modules[m.Path] = m.Parsed
 	}
+	if err := s.digest(b); err != nil {
+		return err
+	}
 	refs, err := guardrailRules(s.modules, s.tables.misnamed)
 	if err != nil {
 		return err
@@ -261,6 +269,27 @@ func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
 	if s.toolQuery, err = rego.New(rego.Compiler(s.compiler), rego.Store(s.store), rego.Query(toolQuery)).PrepareForEval(ctx); err != nil {
 		return fmt.Errorf("prepare %s: %w", toolQuery, err)
 	}
+	return nil
+}
+
+// digest names the policy's content: every module's path and text, and
+// the data (encoding/json sorts its keys).
+func (s *Snapshot) digest(b *bundle.Bundle) error {
+	h := sha256.New()
+	for _, path := range slices.Sorted(mapKeys(s.modules)) {
+		for _, m := range b.Modules {
+			if m.Path == path {
+				fmt.Fprintf(h, "%d:%s%d:", len(path), path, len(m.Raw))
+				h.Write(m.Raw)
+			}
+		}
+	}
+	data, err := json.Marshal(b.Data)
+	if err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
+	h.Write(data)
+	s.Digest = hex.EncodeToString(h.Sum(nil))
 	return nil
 }
 
@@ -368,12 +397,16 @@ func (s *Snapshot) compileGuardrails(v any, packages bool) (*compiledGuardrails,
 	if err := json.Unmarshal(raw, &g); err != nil {
 		return nil, fmt.Errorf("deny_commands, ask_commands and protected_paths must be lists of strings: %w", err)
 	}
-	rules := s.tables.shell.CompileRules(g.Deny, g.Ask)
+	rules, err := s.tables.shell.CompileRules(g.Deny, g.Ask)
+	if err != nil {
+		return nil, err
+	}
+	protected, reads := protectednames.New(g.Protected), protectednames.New(g.ProtectedReads)
 	return &compiledGuardrails{
-		rules:          rules,
+		rules:          rules.Protect(protected, reads),
 		guarded:        packages || !rules.Empty(),
-		protected:      protectednames.New(g.Protected),
-		protectedReads: protectednames.New(g.ProtectedReads),
+		protected:      protected,
+		protectedReads: reads,
 	}, nil
 }
 
@@ -415,27 +448,29 @@ func (s *Snapshot) hasGuardrailPackages() bool {
 // them and as command rules for the shell analysis. For a session pinned to
 // a definition of an older snapshot (pinned), the pinned definition's own
 // guardrails apply beside the newest: a reload never loosens a running
-// session.
-func (s *Snapshot) guardrailsFor(agentID string, pinned *Agent) (ast.Value, *compiledGuardrails) {
+// session. When the two do not compile together, that is the error: the
+// session's own command rules are never dropped.
+func (s *Snapshot) guardrailsFor(agentID string, pinned *Agent) (ast.Value, *compiledGuardrails, error) {
 	g, ok := s.guardrails[agentID]
 	if !ok {
 		g = s.globalGuardrails
 	}
 	if pinned == nil || pinned == s.agents[agentID] || pinned.ownGuardrails == nil {
-		return g, s.commandsFor(agentID)
+		return g, s.commandsFor(agentID), nil
 	}
 	if m := pinned.merged.Load(); m != nil && m.snap == s {
-		return m.value, m.commands
+		return m.value, m.commands, m.err
 	}
-	v := mergeGuardrails(g, pinned.ownGuardrails)
-	m := &mergedGuardrails{snap: s, value: v, commands: s.commandsFor(agentID)}
-	if raw, err := ast.JSON(v); err == nil {
-		if c, err := s.compileGuardrails(raw, s.commandsFor(agentID).guarded); err == nil {
-			m.commands = c
-		}
+	m := &mergedGuardrails{snap: s, value: mergeGuardrails(g, pinned.ownGuardrails)}
+	raw, err := ast.JSON(m.value)
+	if err == nil {
+		m.commands, err = s.compileGuardrails(raw, s.commandsFor(agentID).guarded)
+	}
+	if err != nil {
+		m.err = fmt.Errorf("agent '%s': this session's pinned guardrails do not combine with the policy in force (%v): start a new session", agentID, err)
 	}
 	pinned.merged.Store(m)
-	return m.value, m.commands
+	return m.value, m.commands, m.err
 }
 
 // mergeGuardrails is the union of two guardrails entries: objects merged
@@ -542,7 +577,7 @@ func (s *Snapshot) Store() storage.Store { return s.store }
 // Input is the document the library decides req on, as Decide builds it:
 // for policy authors (`toolpdp decide --print-input`) and for feeding the
 // same input to OPA's own server in the benchmarks.
-func (s *Snapshot) Input(req *pb.DecideRequest) ast.Value {
+func (s *Snapshot) Input(req *pb.DecideRequest) (ast.Value, error) {
 	id := AgentID(req.GetAgentId())
 	return buildInput(context.Background(), s, id, s.agents[id], req)
 }

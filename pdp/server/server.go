@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/bundle"
@@ -25,6 +24,7 @@ import (
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi"
 	"github.com/toolpdp/toolpdp/pdp/loadchild"
+	"github.com/toolpdp/toolpdp/pdp/tokenfile"
 )
 
 // Server is toolpdp serving: the engine, its gRPC server, and every
@@ -39,6 +39,7 @@ type Server struct {
 	probes    *grpc.Server   // health only, on HealthListen; nil without
 	https     []*http.Server // metrics, and any other HTTP listener
 	endpoints []*endpoint
+	tokens    []*tokenfile.File // every credential file, kept current while serving
 }
 
 // Run builds a server from cfg and serves until ctx ends.
@@ -71,6 +72,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if len(cfg.LoadCommand) > 0 {
 		ec.LoadChild = &loadchild.Config{Command: cfg.LoadCommand, Timeout: cfg.LoadTimeout, MemoryBytes: cfg.LoadMemoryBytes}
 	}
+	if err := s.openTokenFiles(&ec); err != nil {
+		return nil, err
+	}
 	if ec.Verify, err = verification(cfg.Verification); err != nil {
 		return nil, err
 	}
@@ -82,7 +86,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if ac.Creds, err = transportCredentials(cfg.TLS, cfg.Logger); err != nil {
 		return nil, err
 	}
-	if ac.Workspaces, err = workspaceBinding(cfg.TLS.ClientCAFile != "", cfg.WorkspaceTokens); err != nil {
+	if ac.Workspaces, err = s.workspaceBinding(cfg.TLS.ClientCAFile != "", cfg.WorkspaceTokens); err != nil {
 		return nil, err
 	}
 	if s.grpc, s.api, err = grpcapi.New(s.engine, ac); err != nil {
@@ -142,6 +146,12 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.dlog.Close() // after the servers have stopped: flushes what is queued
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.engine.Run(ctx) })
+	for _, f := range s.tokens {
+		g.Go(func() error { f.Run(ctx, 0); return nil })
+	}
+	if s.cfg.Reload != nil {
+		g.Go(func() error { s.reloadOn(ctx, s.cfg.Reload); return nil })
+	}
 	for _, e := range s.endpoints {
 		s.cfg.Logger.Info(e.what, "listen", e.l.Addr().String(), "network", e.l.Addr().Network())
 		g.Go(func() error {
@@ -236,30 +246,6 @@ func openDecisionLog(c DecisionLog, log *slog.Logger, reg prometheus.Registerer)
 	}
 	c.Logger, c.Registerer = log, reg
 	return decisionlog.New(c.Config)
-}
-
-// workspaceBinding reads the workspace tokens; nil when nothing binds.
-func workspaceBinding(mtls bool, specs []string) (*grpcapi.Workspaces, error) {
-	if !mtls && len(specs) == 0 {
-		return nil, nil
-	}
-	w := &grpcapi.Workspaces{MTLS: mtls, Tokens: map[string]string{}}
-	for _, spec := range specs {
-		ws, file, ok := strings.Cut(spec, "=")
-		if !ok || ws == "" || file == "" {
-			return nil, fmt.Errorf("%w: --workspace-token %q is not WORKSPACE=FILE", ErrUsage, spec)
-		}
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("--workspace-token %s: %w", ws, err)
-		}
-		token := strings.TrimSpace(string(raw))
-		if len(token) < 16 {
-			return nil, fmt.Errorf("--workspace-token %s: the token in %s is shorter than 16 characters", ws, file)
-		}
-		w.Tokens[token] = ws
-	}
-	return w, nil
 }
 
 // verification is the signature check v asks for, or nil.

@@ -835,8 +835,9 @@ func (x *ConfirmRequest) GetSessionId() string {
 
 type ConfirmResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Decision      Decision               `protobuf:"varint,1,opt,name=decision,proto3,enum=toolpdp.v1.Decision" json:"decision,omitempty"` // the recorded answer
+	Decision      Decision               `protobuf:"varint,1,opt,name=decision,proto3,enum=toolpdp.v1.Decision" json:"decision,omitempty"` // the recorded answer: what the call may do now, whatever the person answered
 	Halt          bool                   `protobuf:"varint,2,opt,name=halt,proto3" json:"halt,omitempty"`                                  // a confirmed deny brought the session to its consecutive cap
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`                             // with a deny, what the model is told: the person's deny_message, or the newer rule that turned the person's allow into a deny
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -883,6 +884,13 @@ func (x *ConfirmResponse) GetHalt() bool {
 		return x.Halt
 	}
 	return false
+}
+
+func (x *ConfirmResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
 }
 
 // ReportResultRequest names an allowed call by decision_id, or by call_id
@@ -1833,9 +1841,14 @@ func (x *FilterToolsRequest) GetTools() []*ToolRef {
 }
 
 type FilterToolsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Visible       []*ToolRef             `protobuf:"bytes,1,rep,name=visible,proto3" json:"visible,omitempty"`
-	Hidden        []*HiddenTool          `protobuf:"bytes,2,rep,name=hidden,proto3" json:"hidden,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Visible []*ToolRef             `protobuf:"bytes,1,rep,name=visible,proto3" json:"visible,omitempty"`
+	Hidden  []*HiddenTool          `protobuf:"bytes,2,rep,name=hidden,proto3" json:"hidden,omitempty"`
+	// What the agent's definition lets an MCP gateway do on its behalf: ask
+	// the person at the MCP client (elicitation), and let the server sample
+	// the client's model. Both false unless the definition says true.
+	AsksViaClient bool `protobuf:"varint,3,opt,name=asks_via_client,json=asksViaClient,proto3" json:"asks_via_client,omitempty"`
+	AllowSampling bool `protobuf:"varint,4,opt,name=allow_sampling,json=allowSampling,proto3" json:"allow_sampling,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1882,6 +1895,20 @@ func (x *FilterToolsResponse) GetHidden() []*HiddenTool {
 		return x.Hidden
 	}
 	return nil
+}
+
+func (x *FilterToolsResponse) GetAsksViaClient() bool {
+	if x != nil {
+		return x.AsksViaClient
+	}
+	return false
+}
+
+func (x *FilterToolsResponse) GetAllowSampling() bool {
+	if x != nil {
+		return x.AllowSampling
+	}
+	return false
 }
 
 type HiddenTool struct {
@@ -2007,10 +2034,11 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\acall_id\x18\x05 \x01(\tR\x06callId\x12\x19\n" +
 	"\bagent_id\x18\x06 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\a \x01(\tR\tsessionId\"W\n" +
+	"session_id\x18\a \x01(\tR\tsessionId\"q\n" +
 	"\x0fConfirmResponse\x120\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x14.toolpdp.v1.DecisionR\bdecision\x12\x12\n" +
-	"\x04halt\x18\x02 \x01(\bR\x04halt\"\xba\x01\n" +
+	"\x04halt\x18\x02 \x01(\bR\x04halt\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xba\x01\n" +
 	"\x13ReportResultRequest\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12\x19\n" +
@@ -2088,10 +2116,12 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12)\n" +
-	"\x05tools\x18\x03 \x03(\v2\x13.toolpdp.v1.ToolRefR\x05tools\"t\n" +
+	"\x05tools\x18\x03 \x03(\v2\x13.toolpdp.v1.ToolRefR\x05tools\"\xc3\x01\n" +
 	"\x13FilterToolsResponse\x12-\n" +
 	"\avisible\x18\x01 \x03(\v2\x13.toolpdp.v1.ToolRefR\avisible\x12.\n" +
-	"\x06hidden\x18\x02 \x03(\v2\x16.toolpdp.v1.HiddenToolR\x06hidden\"M\n" +
+	"\x06hidden\x18\x02 \x03(\v2\x16.toolpdp.v1.HiddenToolR\x06hidden\x12&\n" +
+	"\x0fasks_via_client\x18\x03 \x01(\bR\rasksViaClient\x12%\n" +
+	"\x0eallow_sampling\x18\x04 \x01(\bR\rallowSampling\"M\n" +
 	"\n" +
 	"HiddenTool\x12'\n" +
 	"\x04tool\x18\x01 \x01(\v2\x13.toolpdp.v1.ToolRefR\x04tool\x12\x16\n" +
