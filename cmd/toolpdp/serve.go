@@ -61,12 +61,16 @@ func serveFlagSet(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	fs.IntVar(&api.MaxArgsBytes, "max-args-bytes", grpcapi.DefaultMaxArgsBytes, "bound on a request's encoded args; larger is INVALID_ARGUMENT")
 	fs.Int64Var(&api.MaxInflightBytes, "max-inflight-bytes", grpcapi.DefaultMaxInflightBytes, "encoded bytes of Decide requests decided at once; more wait, and past 5s are RESOURCE_EXHAUSTED")
 	fs.IntVar(&api.MaxWaiters, "max-waiters", grpcapi.DefaultMaxWaiters, "AwaitDecision calls waiting for a person's answer at once; more are RESOURCE_EXHAUSTED")
-	fs.IntVar(&e.MaxSessions, "max-sessions", pdp.DefaultMaxSessions, "sessions held at most; the longest idle are released first")
+	fs.StringVar(&c.State.URL, "state", "memory", "where session state lives (pins, counts and halts, asks, remembered approvals): memory; file:PATH, an embedded store on local disk that a restart keeps (one process per file); or redis://… or rediss://…, a Redis replicas share (its maxmemory-policy must be noeviction)")
+	fs.StringVar(&c.State.PasswordFile, "state-password-file", "", "file holding the --state Redis password (instead of one in the URL)")
+	fs.StringVar(&c.State.CACertFile, "state-ca-cert", "", "PEM CA bundle trusted for a rediss:// --state (the system's when unset)")
+	fs.IntVar(&e.MaxSessions, "max-sessions", pdp.DefaultMaxSessions, "sessions held at most; the longest idle that are not halted are released first, and a new session is refused while every one is halted")
+	fs.IntVar(&e.MaxSessionsPerAgent, "max-sessions-per-agent", 0, "sessions of one agent held at most (agents the policy does not define share one bound); 0: half of --max-sessions")
 	fs.DurationVar(&e.SessionIdle, "session-idle-timeout", pdp.DefaultSessionIdle, "a session unused this long is released")
 	fs.IntVar(&e.MaxPending, "max-pending", pdp.DefaultMaxPending, "asks awaiting Confirm held at most")
 	fs.Int64Var(&e.MaxPendingBytes, "max-pending-bytes", pdp.DefaultMaxPendingBytes, "bytes the asks awaiting Confirm hold at most; the oldest are forgotten first")
 	fs.Int64Var(&e.MaxSessionBytes, "max-session-bytes", pdp.DefaultMaxSessionBytes, "bytes the sessions hold at most; the longest idle are released first")
-	fs.DurationVar(&e.PendingTTL, "pending-ttl", pdp.DefaultPendingTTL, "an ask nobody answers within this expires: a deny, as its AwaitDecision tells the agent")
+	fs.DurationVar(&e.PendingTTL, "pending-ttl", 0, "an ask nobody answers within this expires: a deny, as its AwaitDecision tells the agent (0: "+pdp.DefaultPendingTTL.String()+" with --state memory, "+server.DefaultDurablePendingTTL.String()+" with a durable store)")
 	fs.DurationVar(&e.RememberTTL, "remember-ttl", pdp.DefaultRememberTTL, "a remembered approval (Confirm with remember) holds this long at most; it also ends with its session and with any reload")
 	fs.DurationVar(&e.Debounce, "watch-debounce", pdp.DefaultDebounce, "file events closer than this give one reload")
 	fs.DurationVar(&e.Poll, "poll-interval", pdp.DefaultPoll, "how often bundle content is re-hashed, for events a file system misses")
@@ -116,6 +120,9 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
 		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
+	}
+	if b := c.Engine.BundleLimits; b.MaxBytes <= 0 || b.MaxEntries <= 0 || c.Engine.DownloadTimeout <= 0 {
+		return fmt.Errorf("%w: --max-bundle-bytes, --max-bundle-entries and --bundle-download-timeout must be positive", errUsage)
 	}
 	if c.whenFull != "drop" && c.whenFull != "block" {
 		return fmt.Errorf("%w: --decision-log-when-full: %q is not drop or block", errUsage, c.whenFull)
