@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -42,7 +43,7 @@ func TestHostileLoadsAreBounded(t *testing.T) {
 		{"time", "test_spin if {\n\tr := numbers.range(1, 20000)\n\tevery i in r {\n\t\tevery j in r {\n\t\t\ti + j > 0\n\t\t}\n\t}\n}", "did not finish within 4s (--load-timeout)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := bundleDir(t, map[string]string{
+			dir := testkit.WriteBundle(t, map[string]string{
 				"agents/data.json":  `{"coder": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`,
 				"guardrails/g.rego": guardrailModule("guardrails.team", `deny contains "no Curl" if input.tool_name == "Curl"`),
 			})
@@ -216,7 +217,7 @@ func rssOf(pid int) int64 {
 // serve refuses a definition with an unknown key as check does, and
 // --unknown-keys=warn serves it with a warning.
 func TestServeUnknownKeys(t *testing.T) {
-	dir := bundleDir(t, map[string]string{"agents/data.json": `{"coder": {"execution_policy": {"read_path": ["/srv"]}}}`})
+	dir := testkit.WriteBundle(t, map[string]string{"agents/data.json": `{"coder": {"execution_policy": {"read_path": ["/srv"]}}}`})
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	cmd := exec.Command(binary(t), "serve", "--bundle", dir, "--listen", "unix://"+sock, "--metrics-listen", "", "--decision-log", "off")
 	out, err := cmd.CombinedOutput()
