@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/cover"
+	"github.com/open-policy-agent/opa/v1/topdown"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/toolpdp/toolpdp/pdp"
@@ -249,7 +250,11 @@ func regoTests(ctx context.Context, c testConfig, bs []*bundles.Bundle, snap *po
 	if c.coverage {
 		tracer = cover.New()
 	}
-	results, err := policy.RunBundleTests(ctx, snap, bs, tracer, c.timeout)
+	var qt topdown.QueryTracer // nil unless coverage is asked: a typed nil is not
+	if tracer != nil {
+		qt = tracer
+	}
+	results, err := policy.RunBundleTests(ctx, snap, bs, qt, c.timeout)
 	if err != nil {
 		return 0, 0, err
 	}
