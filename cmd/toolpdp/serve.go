@@ -59,6 +59,8 @@ func serveFlagSet(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	fs.DurationVar(&e.EvalTimeout, "eval-timeout", pdp.DefaultEvalTimeout, "bound on one policy evaluation; past it the call is denied")
 	fs.IntVar(&api.MaxArgsBytes, "max-args-bytes", grpcapi.DefaultMaxArgsBytes, "bound on a request's encoded args; larger is INVALID_ARGUMENT")
 	fs.Int64Var(&api.MaxInflightBytes, "max-inflight-bytes", grpcapi.DefaultMaxInflightBytes, "encoded bytes of Decide requests decided at once; more wait, and past 5s are RESOURCE_EXHAUSTED")
+	fs.Int64Var(&api.MaxReceiveBytes, "max-receive-bytes", grpcapi.DefaultMaxReceiveBytes, "bytes of requests being received at once, on every method, counted at the largest message size before a message is read; more wait up to 1s, then RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.MaxConnections, "max-connections", server.DefaultMaxConnections, "connections each gRPC listener holds open at once; more wait to be accepted")
 	fs.IntVar(&api.MaxWaiters, "max-waiters", grpcapi.DefaultMaxWaiters, "AwaitDecision calls waiting for a person's answer at once; more are RESOURCE_EXHAUSTED")
 	fs.StringVar(&c.State.URL, "state", "memory", "where session state lives (pins, counts and halts, asks, remembered approvals): memory; file:PATH, an embedded store on local disk that a restart keeps (one process per file); or redis://… or rediss://…, a Redis replicas share (its maxmemory-policy must be noeviction)")
 	fs.StringVar(&c.State.PasswordFile, "state-password-file", "", "file holding the --state Redis password (instead of one in the URL)")
