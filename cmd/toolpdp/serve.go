@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -160,33 +159,4 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	c.API.Options = tracing.options
 	c.Reload = hup
 	return server.Run(ctx, c.Config)
-}
-
-// modeFlag is an octal file mode: --unix-socket-mode.
-type modeFlag os.FileMode
-
-func (m *modeFlag) String() string { return fmt.Sprintf("%04o", uint32(*m)) }
-
-func (m *modeFlag) Set(v string) error {
-	n, err := strconv.ParseUint(v, 8, 32)
-	if err != nil || n > 0o777 || n == 0 {
-		return fmt.Errorf("%q is not an octal file mode that lets anyone connect", v)
-	}
-	*m = modeFlag(n)
-	return nil
-}
-
-// loadChildCommand is the hidden command a bundle load's child process
-// runs (pdp/loadchild): not for people, so not in the usage.
-const loadChildCommand = "load-child"
-
-func loadChild(ctx context.Context, args []string, stdin io.Reader, stdout, _ io.Writer) error {
-	if len(args) != 1 {
-		return fmt.Errorf("%w: %s MEMORY_BYTES", errUsage, loadChildCommand)
-	}
-	n, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || n <= 0 {
-		return fmt.Errorf("%w: %s: %q is not a number of bytes", errUsage, loadChildCommand, args[0])
-	}
-	return loadchild.Serve(ctx, n, stdin, stdout)
 }
