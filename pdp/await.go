@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolpdp/toolpdp/pdp/askview"
+	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	"github.com/toolpdp/toolpdp/pdp/session"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -60,4 +62,59 @@ func (e *Engine) AwaitDecision(ctx context.Context, ws string, req *pb.AwaitDeci
 		}
 	}
 	return out, nil
+}
+
+// ShowAsk renders workspace's ask c for the person who answers it: the
+// whole call, every character visible, its arguments up to a bound, the
+// values the decision log masks masked unless reveal.
+func (e *Engine) ShowAsk(c session.Call, o askview.Options) *pb.PendingAsk {
+	var req pb.DecideRequest
+	var resp pb.DecideResponse
+	_ = proto.Unmarshal(c.Request, &req) // written by Decide: an error leaves what was read
+	_ = proto.Unmarshal(c.Response, &resp)
+	if req.ToolName == "" {
+		req.ToolName = c.ToolName
+	}
+	if resp.Message == "" {
+		resp.Message = c.Message
+	}
+	resp.DecisionId = c.DecisionID
+	var p decisionlog.BundlePolicy
+	if a := e.current.Load(); a != nil {
+		p = a.logPolicy
+	}
+	args, env := e.dlog.MaskedCall(&req, &resp, p)
+	if o.Now.IsZero() {
+		o.Now = e.cfg.Now()
+	}
+	return askview.Render(askview.Ask{DecisionID: c.DecisionID, CallID: c.CallID, AgentID: c.AgentID, SessionID: c.SessionID, Created: c.Created,
+		Req: &req, Resp: &resp, MaskedArgs: args, MaskedEnv: env}, o)
+}
+
+// MaxPageBytes bounds a rendered ListPending page: under gRPC's default
+// 4 MiB a client receives. A page that would pass it ends early, its
+// token naming the next ask.
+const MaxPageBytes = 3 << 20
+
+// ShowPending is a page of workspace ws's pending asks as a person is
+// shown them (ShowAsk), and the token of the next page.
+func (e *Engine) ShowPending(ws string, req *pb.ListPendingRequest) ([]*pb.PendingAsk, string, error) {
+	if req.GetMaxArgumentBytes() < 0 {
+		return nil, "", errorf(InvalidArgument, "max_argument_bytes: %d is negative", req.GetMaxArgumentBytes())
+	}
+	calls, next, err := e.ListPending(ws, req.GetAgentId(), req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, "", err
+	}
+	o := askview.Options{Reveal: req.GetReveal(), Bound: int(req.GetMaxArgumentBytes()), Now: e.cfg.Now()}
+	var out []*pb.PendingAsk
+	size := 0
+	for i := range calls {
+		a := e.ShowAsk(calls[i], o)
+		if size += proto.Size(a); size > MaxPageBytes && len(out) > 0 {
+			return out, encodePageToken(calls[i-1].Seq()), nil
+		}
+		out = append(out, a)
+	}
+	return out, next, nil
 }

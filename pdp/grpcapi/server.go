@@ -312,19 +312,15 @@ func (s *Server) EndSession(ctx context.Context, req *pb.EndSessionRequest) (*pb
 	return &pb.EndSessionResponse{Found: s.engine.EndSession(ws, req.GetAgentId(), req.GetSessionId())}, nil
 }
 
-// ListPending implements DecisionService.
+// ListPending implements DecisionService: each ask as a person must see
+// it to answer, secrets masked unless the request reveals them.
 func (s *Server) ListPending(ctx context.Context, req *pb.ListPendingRequest) (*pb.ListPendingResponse, error) {
 	ws, _ := callerWorkspace(ctx)
-	asks, next, err := s.engine.ListPending(ws, req.GetAgentId(), req.GetPageSize(), req.GetPageToken())
+	asks, next, err := s.engine.ShowPending(ws, req)
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	out := &pb.ListPendingResponse{NextPageToken: next}
-	for _, a := range asks {
-		out.Asks = append(out.Asks, &pb.PendingAsk{DecisionId: a.DecisionID, AgentId: a.AgentID, SessionId: a.SessionID,
-			ToolName: a.ToolName, Message: a.Message, CreatedUnixNanos: a.Created.UnixNano(), CallId: a.CallID})
-	}
-	return out, nil
+	return &pb.ListPendingResponse{Asks: asks, NextPageToken: next}, nil
 }
 
 // Status implements DecisionService.

@@ -451,3 +451,6 @@ func (f *fifo) add(a *Call, evicted func(*Call, string)) {
 		f.order = kept
 	}
 }
+
+// Seq is the call's place in the order of arrival: what a page token names.
+func (a *Call) Seq() uint64 { return a.seq }
