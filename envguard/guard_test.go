@@ -132,6 +132,10 @@ func TestGuardShapes(t *testing.T) {
 			{"git push --force", "ask"}, {"git config alias.p push", "ask"},
 			{"git status", "allow"}, {"git pull", "allow"}, {"git log --oneline", "allow"}, {"git pushd", "allow"},
 		},
+		"protected names spelt as file systems read them": {
+			{"echo x > .git./hooks/pre-commit", "ask"}, {"echo x > '.gi\u200ct/hooks/x'", "ask"}, {"cp a .mcp.j\u017fon", "ask"},
+			{"echo x > '.git::$INDEX_ALLOCATION/config'", "ask"}, {"tee GIT~1/config < x", "ask"}, {"echo x > .gitignore", "allow"},
+		},
 		"found by the red team (outside, binary and contract only)": {
 			{"rm --r -f d", "deny"}, {"rm -r --f d", "deny"}, {"rm --r --f d", "deny"}, {"env -S 'curl\\_x'", "deny"},
 			{"env -S 'rm\\_-rf\\_d'", "deny"}, {"env -S 'python3\\_-c\\_1'", "deny"}, {"env -S 'git\\_push\\_origin'", "ask"},

@@ -9,6 +9,8 @@ import (
 
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/toolpdp/toolpdp/envguard/protectednames"
 )
 
 // Bounds on what the shell analysis accepts; past them the command cannot be
@@ -357,15 +359,9 @@ func (a *analyzer) protectedPath(ctx leafCtx, what, p string) {
 		a.unseen(what+" into "+clip(p)+" (git's configuration, whose aliases run commands)", ctx.src)
 		return
 	}
-	for _, seg := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '=' }) {
-		for _, names := range [][]string{a.t.ProtectedNames, a.t.ExecConfigFiles} {
-			for _, name := range names {
-				if strings.EqualFold(seg, name) {
-					a.unseen(what+" into "+clip(p)+" ("+name+": version control, agent or program configuration, whose files run commands)", ctx.src)
-					return
-				}
-			}
-		}
+	names := protectednames.New(append(a.t.ProtectedNames[:len(a.t.ProtectedNames):len(a.t.ProtectedNames)], a.t.ExecConfigFiles...))
+	if name, ok := names.Match(strings.ReplaceAll(p, "=", "/")); ok { // dd of=.git/x
+		a.unseen(what+" into "+clip(p)+" ("+name+": version control, agent or program configuration, whose files run commands)", ctx.src)
 	}
 }
 

@@ -38,6 +38,12 @@ type Config struct {
 	Bundles []string                   // the --bundle arguments; none: the embedded default agent
 	Verify  *bundle.VerificationConfig // nil: signatures are not checked
 	Remote  bundles.Credentials        // how to authenticate to bundle servers
+	// BundleLimits bound each bundle read (bytes and entries); zero: the
+	// bundles package's defaults.
+	BundleLimits bundles.Limits
+	// DownloadTimeout bounds one download from a bundle server, headers
+	// and body; zero: bundles.DefaultDownloadTimeout.
+	DownloadTimeout time.Duration
 
 	Logger      *slog.Logger
 	Registerer  prometheus.Registerer // nil: metrics are not registered
@@ -123,7 +129,8 @@ func New(c Config) (*Engine, error) {
 		c.DecisionCache = policy.DefaultMemoEntries
 	}
 	e := &Engine{
-		sources:  &bundles.Sources{Paths: c.Bundles, Verify: c.Verify, Remote: c.Remote},
+		sources: &bundles.Sources{Paths: c.Bundles, Verify: c.Verify, Remote: c.Remote,
+			Limits: c.BundleLimits, DownloadTimeout: c.DownloadTimeout},
 		sessions: session.NewSessions[policy.Agent](c.MaxSessions, c.SessionIdle),
 		pending:  session.NewPending(c.MaxPending, c.PendingTTL),
 		dlog:     c.DecisionLog,
@@ -138,7 +145,7 @@ func New(c Config) (*Engine, error) {
 	e.sessions.SetMaxBytes(c.MaxSessionBytes)
 	e.pending.SetMaxBytes(c.MaxPendingBytes)
 	if c.Registerer != nil {
-		cs := append(append(e.metrics.collectors(), e.memo), e.sessions.Collectors()...)
+		cs := append(append(append(e.metrics.collectors(), e.memo), e.sessions.Collectors()...), e.sources.Collectors()...)
 		for _, m := range append(cs, e.pending.Collectors()...) {
 			if err := c.Registerer.Register(m); err != nil {
 				return nil, err
@@ -183,8 +190,22 @@ func (e *Engine) Remote() bool {
 // the initial load.
 func (e *Engine) Run(ctx context.Context) error {
 	go e.sweep(ctx)
-	return e.sources.Watch(ctx, bundles.WatchConfig{Debounce: e.cfg.Debounce, Poll: e.cfg.Poll, Logger: e.log, Watching: e.cfg.Watching},
+	return e.sources.Watch(ctx, bundles.WatchConfig{Debounce: e.cfg.Debounce, Poll: e.cfg.Poll, Logger: e.log, Watching: e.cfg.Watching,
+		Failed: func(string, error) { e.metrics.reloads.WithLabelValues("rejected").Inc() }},
 		func() { _ = e.Reload(ctx, false) })
+}
+
+// Refresh re-reads every bundle now — bundle servers are polled at once —
+// and reloads what changed (serve's SIGHUP).
+func (e *Engine) Refresh(ctx context.Context) error {
+	e.sources.PollNow()
+	return e.Reload(ctx, false)
+}
+
+// Sources reports each --bundle source: its name without credentials, its
+// last download's error and time, whether it is stale.
+func (e *Engine) Sources() []bundles.SourceStatus {
+	return e.sources.Status()
 }
 
 // sweep releases idle sessions now and then, until ctx ends.

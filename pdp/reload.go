@@ -3,6 +3,7 @@ package pdp
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
@@ -29,13 +30,13 @@ func (e *Engine) Reload(ctx context.Context, force bool) error {
 		switch {
 		case errors.Is(err, bundles.ErrNotDownloaded):
 			// Start-up, not a rejection: nothing to alert on.
-			e.log.Info("waiting for the bundle server's first download; every decision is denied until a bundle loads", "bundles", e.sources.Paths)
+			e.log.Info("waiting for the bundle server's first download; every decision is denied until a bundle loads", "bundles", e.sources.Names())
 		case e.current.Load() == nil:
 			e.metrics.reloads.WithLabelValues("rejected").Inc()
-			e.log.Error("bundle rejected; no policy is loaded, so every decision is denied until a bundle loads", "bundles", e.sources.Paths, "error", err.Error())
+			e.log.Error("bundle rejected; no policy is loaded, so every decision is denied until a bundle loads", "bundles", e.sources.Names(), "error", err.Error())
 		default:
 			e.metrics.reloads.WithLabelValues("rejected").Inc()
-			e.log.Error("bundle rejected; the last good policy keeps serving", "bundles", e.sources.Paths, "error", err.Error())
+			e.log.Error("bundle rejected; the last good policy keeps serving", "bundles", e.sources.Names(), "error", err.Error())
 		}
 		return err
 	}
@@ -45,7 +46,7 @@ func (e *Engine) Reload(ctx context.Context, force bool) error {
 	e.swap(snap)
 	e.lastErr, e.lastHash = nil, hash
 	e.metrics.loaded(snap, e.cfg.Now())
-	e.log.Info("policy loaded", "revision", snap.Revision, "bundles", e.sources.Paths)
+	e.log.Info("policy loaded", "revision", snap.Revision, "bundles", e.sources.Names())
 	for _, f := range e.onSwap {
 		f(snap)
 	}
@@ -72,9 +73,17 @@ func (e *Engine) swap(s *policy.Snapshot) {
 	e.current.Store(a)
 }
 
-// LastError is the error of the last rejected load, nil after a good one.
+// LastError is the error of the last rejected load, nil after a good one,
+// joined with the error of every bundle server whose last download failed.
 func (e *Engine) LastError() error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.lastErr
+	err := e.lastErr
+	e.mu.Unlock()
+	errs := []error{err}
+	for _, d := range e.sources.DownloadErrors() {
+		if err == nil || !strings.Contains(err.Error(), d.Error()) {
+			errs = append(errs, d)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -1,20 +1,19 @@
 package bundles
 
 import (
-	"compress/gzip"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
 )
 
-// MaxBytes bounds one file of a bundle.
+// MaxBytes bounds one file of a bundle; Limits bound the whole.
 const MaxBytes = 64 << 20
 
 // LibraryRoot is the root the policy library owns. A user bundle that claims
@@ -47,30 +46,42 @@ func IsUserFile(bundles []*Bundle, file string) bool {
 	return false
 }
 
-// ReadPath reads a bundle directory or an `opa build` .tar.gz. With
-// vc set, the bundle must carry a valid .signatures.json.
+// ReadPath reads a bundle directory or an `opa build` .tar.gz within the
+// default Limits. With vc set, the bundle must carry a valid
+// .signatures.json.
 func ReadPath(p string, vc *bundle.VerificationConfig) (*Bundle, error) {
+	return readPath(p, p, vc, Limits{})
+}
+
+func readPath(name, p string, vc *bundle.VerificationConfig, lim Limits) (*Bundle, error) {
+	files, err := collect(p, readsAll(vc), lim)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", name, err)
+	}
+	return readBundle(name, &filesLoader{files: files}, vc)
+}
+
+// collect reads the files of a bundle directory or tarball, bounded.
+func collect(p string, all bool, lim Limits) ([]file, error) {
 	info, err := os.Stat(p)
 	if err != nil {
-		return nil, fmt.Errorf("bundle %s: %w", p, err)
+		return nil, err
 	}
 	if info.IsDir() {
-		return readBundle(p, bundle.NewDirectoryLoader(p), p, vc)
+		return readDir(p, lim, all)
 	}
-	// Opened and closed here: a tarball loader leaves its file to the garbage
-	// collector, and file descriptors would pile up over reloads.
-	f, err := os.Open(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, fmt.Errorf("bundle %s: %w", p, err)
+		return nil, err
 	}
 	defer f.Close()
-	if _, err := gzip.NewReader(f); err != nil {
-		return nil, fmt.Errorf("bundle %s: not a directory or a .tar.gz bundle: %w", p, err)
+	if info, err = f.Stat(); err != nil {
+		return nil, err
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("bundle %s: %w", p, err)
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a directory or a .tar.gz bundle", kindOf(info.Mode()))
 	}
-	return readBundle(p, bundle.NewTarballLoaderWithBaseURL(f, p), "", vc)
+	return readTarball(f, p, lim, all)
 }
 
 // ReadFS reads a bundle from a file system (the embedded library).
@@ -79,11 +90,22 @@ func ReadFS(name string, fsys fs.FS) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", name, err)
 	}
-	return readBundle(name, l, "", nil)
+	return readBundle(name, l, nil)
 }
 
-func readBundle(name string, l bundle.DirectoryLoader, base string, vc *bundle.VerificationConfig) (*Bundle, error) {
-	rec := &recordingLoader{DirectoryLoader: l, base: base}
+func readBundle(name string, l bundle.DirectoryLoader, vc *bundle.VerificationConfig) (*Bundle, error) {
+	b, err := readFiles(l, vc)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", name, err)
+	}
+	b.Name = name
+	return b, nil
+}
+
+// readFiles reads a bundle with OPA's reader (Rego v1, signatures when vc
+// is set) and gives it its roots.
+func readFiles(l bundle.DirectoryLoader, vc *bundle.VerificationConfig) (*Bundle, error) {
+	rec := &recordingLoader{DirectoryLoader: l}
 	r := bundle.NewCustomReader(rec).
 		WithRegoVersion(ast.RegoV1).
 		WithSizeLimitBytes(MaxBytes).
@@ -93,25 +115,24 @@ func readBundle(name string, l bundle.DirectoryLoader, base string, vc *bundle.V
 	}
 	b, err := r.Read()
 	if err != nil {
-		return nil, fmt.Errorf("bundle %s: %w", name, err)
+		return nil, err
 	}
 	sort.Strings(rec.dataFiles)
 	inferRoots(&b)
-	return &Bundle{Name: name, Bundle: &b, DataFiles: rec.dataFiles}, nil
+	return &Bundle{Bundle: &b, DataFiles: rec.dataFiles}, nil
 }
 
 // recordingLoader notes the data files a bundle reads, so that an invalid
 // agent definition can be reported with the file it came from.
 type recordingLoader struct {
 	bundle.DirectoryLoader
-	base      string
 	dataFiles []string
 }
 
 func (r *recordingLoader) NextFile() (*bundle.Descriptor, error) {
 	d, err := r.DirectoryLoader.NextFile()
 	if err == nil {
-		p := "/" + strings.TrimPrefix(strings.TrimPrefix(d.Path(), r.base), "/")
+		p := "/" + strings.TrimPrefix(d.Path(), "/")
 		switch path.Base(p) {
 		case "data.json", "data.yaml", "data.yml":
 			r.dataFiles = append(r.dataFiles, strings.TrimPrefix(p, "/"))

@@ -25,6 +25,9 @@ type WatchConfig struct {
 	Logger *slog.Logger
 	// Watching, when set, is called once every watch is in place.
 	Watching func()
+	// Failed, when set, is told of every failed download from a bundle
+	// server (each is also logged, at a bounded rate, and kept for Status).
+	Failed Failed
 }
 
 // Watch calls changed whenever the sources may have changed, until ctx
@@ -37,7 +40,7 @@ type WatchConfig struct {
 // editor or the kubelet replaces it. A tarball is watched through its
 // parent directory.
 func (s *Sources) Watch(ctx context.Context, c WatchConfig, changed func()) error {
-	if err := s.startRemote(ctx, c.Poll, c.Logger, changed); err != nil {
+	if err := s.startRemote(ctx, c.Poll, c.Logger, changed, c.Failed); err != nil {
 		return err
 	}
 	w, err := fsnotify.NewWatcher()

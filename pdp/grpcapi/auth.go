@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolpdp/toolpdp/pdp/policy"
+	"github.com/toolpdp/toolpdp/pdp/tokenfile"
 )
 
 // Workspaces binds callers to workspaces, so that access is separate per
@@ -22,11 +23,17 @@ import (
 // own workspace, or for agents that name no workspace.
 type Workspaces struct {
 	MTLS   bool              // the client certificate's Common Name is the workspace
-	Tokens map[string]string // bearer token → workspace
+	Tokens map[string]string // bearer token → workspace, fixed
+	// Files are workspaces' token files (workspace → file), kept current
+	// by their owner (tokenfile.File.Run): a rotated token is accepted,
+	// and the one it replaced refused, from the next read on.
+	Files  map[string]*tokenfile.File
 	Logger *slog.Logger
 }
 
-func (w *Workspaces) enabled() bool { return w != nil && (w.MTLS || len(w.Tokens) > 0) }
+func (w *Workspaces) enabled() bool {
+	return w != nil && (w.MTLS || len(w.Tokens) > 0 || len(w.Files) > 0)
+}
 
 type workspaceKey struct{}
 
@@ -65,13 +72,29 @@ func (w *Workspaces) identify(ctx context.Context) (string, bool) {
 		if !ok {
 			continue
 		}
-		for known, ws := range w.Tokens { // every token compared, in constant time
-			if subtle.ConstantTimeCompare([]byte(token), []byte(known)) == 1 {
-				return ws, true
-			}
+		if ws, ok := w.match(token); ok {
+			return ws, true
 		}
 	}
 	return "", false
+}
+
+// match finds the workspace of a token: every token is compared, in
+// constant time. A file that holds no valid token now matches nothing.
+func (w *Workspaces) match(token string) (string, bool) {
+	found, ok := "", false
+	for known, ws := range w.Tokens {
+		if subtle.ConstantTimeCompare([]byte(token), []byte(known)) == 1 {
+			found, ok = ws, true
+		}
+	}
+	for ws, f := range w.Files {
+		known, err := f.Token()
+		if err == nil && known != "" && subtle.ConstantTimeCompare([]byte(token), []byte(known)) == 1 {
+			found, ok = ws, true
+		}
+	}
+	return found, ok
 }
 
 // allow checks a bound caller against the agent's workspace.

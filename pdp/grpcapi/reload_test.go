@@ -1,9 +1,7 @@
 package grpcapi
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -176,24 +174,7 @@ func TestBrokenChangesKeepLastGoodRevision(t *testing.T) {
 // by rename.
 func writeTarball(t *testing.T, path string, files map[string]string) {
 	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for name, content := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: "/" + name, Mode: 0o644, Size: int64(len(content))}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(content)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-	writeFileAtomic(t, path, buf.Bytes())
+	writeFileAtomic(t, path, testkit.Tarball(t, files))
 }
 
 func TestReplacedTarballIsPickedUp(t *testing.T) {

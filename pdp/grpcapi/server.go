@@ -323,22 +323,6 @@ func (s *Server) ListPending(ctx context.Context, req *pb.ListPendingRequest) (*
 	return &pb.ListPendingResponse{Asks: asks, NextPageToken: next}, nil
 }
 
-// Status implements DecisionService.
-func (s *Server) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
-	out := &pb.StatusResponse{}
-	if snap := s.engine.Snapshot(); snap != nil {
-		out.PolicyRevision = snap.Revision
-		out.LoadedUnixNanos = snap.Loaded.UnixNano()
-		for _, b := range snap.Bundles {
-			out.Bundles = append(out.Bundles, &pb.BundleStatus{Name: b.Name, Revision: b.Revision})
-		}
-	}
-	if err := s.engine.LastError(); err != nil {
-		out.LastError = err.Error()
-	}
-	return out, nil
-}
-
 // statusOf is the gRPC status of an engine's refusal.
 func statusOf(err error) error {
 	if err == nil {

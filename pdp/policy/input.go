@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolpdp/toolpdp/envguard"
+	"github.com/toolpdp/toolpdp/envguard/protectednames"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -23,7 +25,7 @@ import (
 // Resolving and parsing stop when ctx is done; the caller checks it.
 func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) ast.Value {
 	t := &snap.tables
-	guardrails, commands := snap.guardrailsFor(agentID, agent)
+	guardrails, compiled := snap.guardrailsFor(agentID, agent)
 	in := ast.NewObject(
 		item("agent_id", ast.String(agentID)),
 		item("session_id", ast.String(req.GetSessionId())),
@@ -43,7 +45,7 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 	}
 	if ft, ok := t.fileTools[req.GetToolName()]; ok {
 		in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(ctx, policy)))
-		paths, globs := pathsValue(ctx, ft, policy, req.GetArgs())
+		paths, globs := pathsValue(ctx, ft, policy, compiled, req.GetArgs())
 		in.Insert(ast.StringTerm("paths"), ast.NewTerm(paths))
 		in.Insert(ast.StringTerm("globs"), ast.NewTerm(globs))
 	} else {
@@ -55,7 +57,7 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 			// A shell tool's execution carries the resolved scopes for a confined run.
 			in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(ctx, policy)))
 		}
-		cmd := analyzeCommand(ctx, t.shell, commands, names, req.GetArgs())
+		cmd := analyzeCommand(ctx, t.shell, compiled, names, req.GetArgs())
 		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
 	}
 	return in
@@ -168,12 +170,17 @@ func stringArg(args *structpb.Struct, name string) (raw string, present, isStrin
 }
 
 // pathsValue resolves each path argument of a file tool (a call naming no
-// path works on the cwd) and the search globs that reach beyond it. Every
-// search glob is listed in globs too, for the protected names.
-func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, args *structpb.Struct) (paths, globs ast.Value) {
+// path works on the cwd) and the directory each alternative of its search
+// globs reads, and names the protected name each one names (or, for a glob,
+// could match); globs lists the search globs themselves.
+func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, g *compiledGuardrails, args *structpb.Struct) (paths, globs ast.Value) {
 	cwd := ""
 	if p != nil {
 		cwd = p.Cwd
+	}
+	protected := g.protected
+	if ft.Access == "read" {
+		protected = g.protectedReads
 	}
 	var out, gs []*ast.Term
 	base := "" // the tool's own path argument: a relative glob is under it
@@ -183,20 +190,20 @@ func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, args *stru
 		case !present:
 			continue
 		case !isString:
-			out = append(out, pathTerm(name, ft.Access, "", "", errNotString))
+			out = append(out, pathTerm(name, ft.Access, "", "", errNotString, ""))
 			continue
 		case name == "path":
 			base = raw
 		}
 		resolved, err := envguard.ResolveContext(ctx, cwd, raw)
-		out = append(out, pathTerm(name, ft.Access, raw, resolved, err))
+		out = append(out, pathTerm(name, ft.Access, raw, resolved, err, protectedName(protected, raw, resolved)))
 	}
 	if len(out) == 0 {
 		resolved, err := envguard.ResolveContext(ctx, cwd, cwd)
 		if cwd == "" {
 			err = errNoPath
 		}
-		out = append(out, pathTerm("", ft.Access, ".", resolved, err))
+		out = append(out, pathTerm("", ft.Access, ".", resolved, err, protectedName(protected, "", resolved)))
 	}
 	for _, name := range ft.Globs {
 		raw, present, isString := stringArg(args, name)
@@ -204,66 +211,72 @@ func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, args *stru
 			continue
 		}
 		if !isString {
-			out = append(out, pathTerm(name, ft.Access, "", "", errNotString))
+			out = append(out, pathTerm(name, ft.Access, "", "", errNotString, ""))
 			continue
 		}
-		gs = append(gs, ast.ObjectTerm(item("arg", ast.String(name)), item("raw", ast.String(raw))))
-		if dir, reaches, err := globDir(raw, base); reaches {
-			resolved := ""
-			if err == nil {
-				resolved, err = envguard.ResolveContext(ctx, cwd, dir)
-			}
-			out = append(out, pathTerm(name, ft.Access, raw, resolved, err))
-		}
+		terms, could := globTerms(ctx, name, ft.Access, raw, base, cwd, protected)
+		out = append(out, terms...)
+		gs = append(gs, ast.ObjectTerm(item("arg", ast.String(name)), item("raw", ast.String(raw)), item("protected", ast.String(could))))
 	}
 	return ast.NewArray(out...), ast.NewArray(gs...)
 }
 
-// globDir is the directory a search glob reaches when it can reach beyond
-// the tool's path: an absolute glob, one starting with ~ (or a URL), or one
-// with a ".." segment. Its literal part before the first *, ?, [ or {, cut
-// back to its last "/", under base (the tool's path) when relative. A ".."
-// after the first of those characters cannot be checked.
-func globDir(glob, base string) (dir string, reaches bool, err error) {
-	dotdot := false
-	for _, seg := range strings.Split(glob, "/") {
-		dotdot = dotdot || seg == ".."
-	}
-	if !strings.HasPrefix(glob, "/") && !strings.HasPrefix(glob, "~") && !envguard.IsURL(glob) && !dotdot {
-		return "", false, nil
-	}
-	literal, wild := glob, ""
-	if i := strings.IndexAny(glob, "*?[{"); i >= 0 {
-		literal, wild = glob[:i], glob[i:]
-	}
-	for _, seg := range strings.Split(wild, "/") {
-		if seg == ".." {
-			return "", true, errGlobDotDot
+// globTerms are the paths a search glob reads: the literal directory of
+// each alternative of its braces, under base (the tool's path) when
+// relative, resolved like any path, each distinct one once; could is the
+// protected name some alternative could match, "" if none. A glob that
+// cannot be checked is one unresolved path.
+func globTerms(ctx context.Context, arg, access, raw, base, cwd string, protected *protectednames.Set) (terms []*ast.Term, could string) {
+	alts, err := envguard.ExpandBraces(raw)
+	if err != nil {
+		// What it could match is unknown: any protected name.
+		if names := protected.Names(); len(names) > 0 {
+			could = names[0]
 		}
+		return []*ast.Term{pathTerm(arg, access, raw, "", err, "")}, could
 	}
-	if wild != "" {
-		if i := strings.LastIndex(literal, "/"); i >= 0 {
-			literal = literal[:i+1]
-		} else {
-			literal = ""
+	seen := make(map[string]bool, len(alts))
+	for _, alt := range alts {
+		if could == "" {
+			could, _ = protected.GlobCouldMatch(alt)
 		}
+		dir, err := envguard.GlobDir(alt)
+		if err != nil {
+			terms = append(terms, pathTerm(arg, access, raw, "", err, ""))
+			continue
+		}
+		if !filepath.IsAbs(dir) && !strings.HasPrefix(dir, "~") && !envguard.IsURL(dir) && base != "" {
+			dir = base + "/" + dir
+		} else if dir == "" {
+			dir = "."
+		}
+		resolved, err := envguard.ResolveContext(ctx, cwd, dir)
+		key := resolved + "\x00" + fmt.Sprint(err)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		terms = append(terms, pathTerm(arg, access, raw, resolved, err, ""))
 	}
-	switch {
-	case strings.HasPrefix(literal, "/") || strings.HasPrefix(literal, "~") || envguard.IsURL(literal):
-		return literal, true, nil
-	case base == "":
-		return "./" + literal, true, nil
+	return terms, could
+}
+
+// protectedName is the protected name a path names as written or as
+// resolved ("" when none): the one comparison of names toolpdp has.
+func protectedName(s *protectednames.Set, raw, resolved string) string {
+	if name, ok := s.Match(raw); ok {
+		return name
 	}
-	return base + "/" + literal, true, nil
+	name, _ := s.Match(resolved)
+	return name
 }
 
 var (
-	errNotString  = fmt.Errorf("%w: it is not a string", envguard.ErrInvalid)
-	errNoPath     = fmt.Errorf("%w: no path given and no policy cwd to default to", envguard.ErrUnresolved)
-	errGlobDotDot = fmt.Errorf("%w: the glob has a .. segment after a wildcard, so where it reaches cannot be checked", envguard.ErrUnresolved)
+	errNotString = fmt.Errorf("%w: it is not a string", envguard.ErrInvalid)
+	errNoPath    = fmt.Errorf("%w: no path given and no policy cwd to default to", envguard.ErrUnresolved)
 )
 
-func pathTerm(arg, access, raw, resolved string, err error) *ast.Term {
+func pathTerm(arg, access, raw, resolved string, err error, protected string) *ast.Term {
 	kind, msg := "", ""
 	switch {
 	case errors.Is(err, envguard.ErrInvalid):
@@ -278,6 +291,7 @@ func pathTerm(arg, access, raw, resolved string, err error) *ast.Term {
 		item("resolved", ast.String(resolved)),
 		item("error", ast.String(msg)),
 		item("error_kind", ast.String(kind)),
+		item("protected", ast.String(protected)),
 	)
 }
 
@@ -285,7 +299,7 @@ func pathTerm(arg, access, raw, resolved string, err error) *ast.Term {
 // arguments (a string is parsed, a list of strings is an argv) analysed by
 // envguard, the agent's command rules matched against every leaf, and what
 // the analysis could not see.
-func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *commandRules, names []string, args *structpb.Struct) ast.Value {
+func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *compiledGuardrails, names []string, args *structpb.Struct) ast.Value {
 	var leaves, unseen, matches []*ast.Term
 	var errs []string
 	found := false

@@ -17,6 +17,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 
 	"github.com/toolpdp/toolpdp/envguard"
+	"github.com/toolpdp/toolpdp/envguard/protectednames"
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -64,8 +65,8 @@ type Snapshot struct {
 	globalGuardrails ast.Value
 	// commands[agent] are the agent's command rules, compiled for the shell
 	// analysis, from the same merged guardrails.
-	commands       map[string]*commandRules
-	globalCommands *commandRules
+	commands       map[string]*compiledGuardrails
+	globalCommands *compiledGuardrails
 
 	// memoFields are the input fields decisions read (memo.go); memoOff
 	// says why decisions may not be memoized, "" when they may.
@@ -73,12 +74,16 @@ type Snapshot struct {
 	memoOff    string
 }
 
-// commandRules are the command rules in force for an agent. guarded is set
-// when any command rule applies — a rule in data or a guardrail package of
-// the bundle's owners — so what toolpdp cannot see in a command is asked.
-type commandRules struct {
-	rules   *envguard.Rules
-	guarded bool
+// compiledGuardrails are the guardrails in force for an agent in the form
+// Go checks them: the command rules, and the protected names (writes: the
+// library's names and the listed ones; reads: the listed ones). guarded is
+// set when any command rule applies — a rule in data or a guardrail package
+// of the bundle's owners — so what toolpdp cannot see in a command is asked.
+type compiledGuardrails struct {
+	rules          *envguard.Rules
+	guarded        bool
+	protected      *protectednames.Set
+	protectedReads *protectednames.Set
 }
 
 // BundleInfo names one bundle of a snapshot.
@@ -104,7 +109,7 @@ type Agent struct {
 type mergedGuardrails struct {
 	snap     *Snapshot
 	value    ast.Value
-	commands *commandRules
+	commands *compiledGuardrails
 }
 
 // ExecutionPolicy is the environment axis of an agent or a call: the
@@ -253,16 +258,16 @@ func (s *Snapshot) index(ctx context.Context, defs map[string]Definition) error 
 	if s.globalGuardrails, err = guardrailsValue(idx.GlobalGuardrails, packages); err != nil {
 		return err
 	}
-	if s.globalCommands, err = s.compileCommands(idx.GlobalGuardrails, hasPackages); err != nil {
+	if s.globalCommands, err = s.compileGuardrails(idx.GlobalGuardrails, hasPackages); err != nil {
 		return err
 	}
 	s.guardrails = make(map[string]ast.Value, len(idx.Guardrails))
-	s.commands = make(map[string]*commandRules, len(idx.Guardrails))
+	s.commands = make(map[string]*compiledGuardrails, len(idx.Guardrails))
 	for id, g := range idx.Guardrails {
 		if s.guardrails[id], err = guardrailsValue(g, packages); err != nil {
 			return fmt.Errorf("agent '%s': guardrails: %w", id, err)
 		}
-		if s.commands[id], err = s.compileCommands(g, hasPackages); err != nil {
+		if s.commands[id], err = s.compileGuardrails(g, hasPackages); err != nil {
 			return fmt.Errorf("agent '%s': guardrails: %w", id, err)
 		}
 	}
@@ -290,25 +295,33 @@ func (a *Agent) Denials() int {
 	return a.MaxDenials
 }
 
-// compileCommands compiles an index guardrails entry's command rules.
-func (s *Snapshot) compileCommands(v any, packages bool) (*commandRules, error) {
+// compileGuardrails compiles an index guardrails entry: its command rules
+// and its protected names.
+func (s *Snapshot) compileGuardrails(v any, packages bool) (*compiledGuardrails, error) {
 	var g struct {
-		Deny []string `json:"deny_commands"`
-		Ask  []string `json:"ask_commands"`
+		Deny           []string `json:"deny_commands"`
+		Ask            []string `json:"ask_commands"`
+		Protected      []string `json:"protected"`
+		ProtectedReads []string `json:"protected_reads"`
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(raw, &g); err != nil {
-		return nil, fmt.Errorf("deny_commands and ask_commands must be lists of strings: %w", err)
+		return nil, fmt.Errorf("deny_commands, ask_commands and protected_paths must be lists of strings: %w", err)
 	}
 	rules := s.tables.shell.CompileRules(g.Deny, g.Ask)
-	return &commandRules{rules: rules, guarded: packages || !rules.Empty()}, nil
+	return &compiledGuardrails{
+		rules:          rules,
+		guarded:        packages || !rules.Empty(),
+		protected:      protectednames.New(g.Protected),
+		protectedReads: protectednames.New(g.ProtectedReads),
+	}, nil
 }
 
 // commandsFor are an agent's command rules in this snapshot.
-func (s *Snapshot) commandsFor(agentID string) *commandRules {
+func (s *Snapshot) commandsFor(agentID string) *compiledGuardrails {
 	if c, ok := s.commands[agentID]; ok {
 		return c
 	}
@@ -347,7 +360,7 @@ func (s *Snapshot) hasGuardrailPackages() bool {
 // a definition of an older snapshot (pinned), the pinned definition's own
 // guardrails apply beside the newest: a reload never loosens a running
 // session.
-func (s *Snapshot) guardrailsFor(agentID string, pinned *Agent) (ast.Value, *commandRules) {
+func (s *Snapshot) guardrailsFor(agentID string, pinned *Agent) (ast.Value, *compiledGuardrails) {
 	g, ok := s.guardrails[agentID]
 	if !ok {
 		g = s.globalGuardrails
@@ -361,7 +374,7 @@ func (s *Snapshot) guardrailsFor(agentID string, pinned *Agent) (ast.Value, *com
 	v := mergeGuardrails(g, pinned.ownGuardrails)
 	m := &mergedGuardrails{snap: s, value: v, commands: s.commandsFor(agentID)}
 	if raw, err := ast.JSON(v); err == nil {
-		if c, err := s.compileCommands(raw, s.commandsFor(agentID).guarded); err == nil {
+		if c, err := s.compileGuardrails(raw, s.commandsFor(agentID).guarded); err == nil {
 			m.commands = c
 		}
 	}

@@ -2,7 +2,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ToolpdpClient } from "../dist/index.js";
-import { canUseTool } from "../dist/claude-agent-sdk.js";
+import { canUseTool, reportResults } from "../dist/claude-agent-sdk.js";
 import { toolInputGuardrail } from "../dist/openai-agents.js";
 import { startServer, confirm } from "./server.mjs";
 
@@ -126,4 +126,22 @@ test("a token file that cannot be read is a deny", async () => {
   } finally {
     c.close();
   }
+});
+
+test("reportResults: a PostToolUseFailure counts toward the cap, as the SDK's hooks report it", async () => {
+  const governed = { agentId: "ts", sessionId: "s-report" };
+  const can = canUseTool(client, governed);
+  const hooks = reportResults(client, governed);
+  const signal = new AbortController().signal;
+  assert.equal((await can("Bash", { command: "curl a" }, sdkOptions("r1"))).behavior, "deny");
+  assert.equal((await can("Read", { file_path: "/tmp/x" }, sdkOptions("r2"))).behavior, "allow");
+  const base = { session_id: "sdk", transcript_path: "/tmp/t", cwd: "/tmp" };
+  const out = await hooks.PostToolUseFailure[0].hooks[0](
+    { ...base, hook_event_name: "PostToolUseFailure", tool_name: "Read", tool_input: {}, tool_use_id: "r2", error: "ENOENT" }, "r2", { signal });
+  assert.deepEqual(out, {});
+  // The failure was the session's second in a row: the next denial halts.
+  const third = await can("Bash", { command: "curl b" }, sdkOptions("r3"));
+  assert.equal(third.interrupt, true);
+  // A success resets the count; a call the sidecar never allowed is ignored.
+  await hooks.PostToolUse[0].hooks[0]({ ...base, hook_event_name: "PostToolUse", tool_name: "Read", tool_input: {}, tool_response: {}, tool_use_id: "never" }, "never", { signal });
 });

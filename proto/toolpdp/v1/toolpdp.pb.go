@@ -1151,8 +1151,9 @@ type StatusResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	PolicyRevision  string                 `protobuf:"bytes,1,opt,name=policy_revision,json=policyRevision,proto3" json:"policy_revision,omitempty"`
 	Bundles         []*BundleStatus        `protobuf:"bytes,2,rep,name=bundles,proto3" json:"bundles,omitempty"`
-	LastError       string                 `protobuf:"bytes,3,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"` // the last rejected reload, "" when the last one succeeded
+	LastError       string                 `protobuf:"bytes,3,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"` // the last rejected reload and every failing bundle server's error, "" when none
 	LoadedUnixNanos int64                  `protobuf:"varint,4,opt,name=loaded_unix_nanos,json=loadedUnixNanos,proto3" json:"loaded_unix_nanos,omitempty"`
+	Sources         []*SourceStatus        `protobuf:"bytes,5,rep,name=sources,proto3" json:"sources,omitempty"` // one per --bundle, in order
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1215,6 +1216,91 @@ func (x *StatusResponse) GetLoadedUnixNanos() int64 {
 	return 0
 }
 
+func (x *StatusResponse) GetSources() []*SourceStatus {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+// SourceStatus is one --bundle source as the server last saw it. Names
+// carry no credential: a URL's userinfo and query are not shown.
+type SourceStatus struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	Name                 string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Remote               bool                   `protobuf:"varint,2,opt,name=remote,proto3" json:"remote,omitempty"`                                                             // a bundle server, polled
+	LastError            string                 `protobuf:"bytes,3,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`                                       // the last download's error; "" after one that succeeded
+	LastSuccessUnixNanos int64                  `protobuf:"varint,4,opt,name=last_success_unix_nanos,json=lastSuccessUnixNanos,proto3" json:"last_success_unix_nanos,omitempty"` // the last download that succeeded (a 304 included); 0: none yet
+	Stale                bool                   `protobuf:"varint,5,opt,name=stale,proto3" json:"stale,omitempty"`                                                               // not refreshed for several polls: the policy may be out of date
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *SourceStatus) Reset() {
+	*x = SourceStatus{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SourceStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SourceStatus) ProtoMessage() {}
+
+func (x *SourceStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SourceStatus.ProtoReflect.Descriptor instead.
+func (*SourceStatus) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SourceStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SourceStatus) GetRemote() bool {
+	if x != nil {
+		return x.Remote
+	}
+	return false
+}
+
+func (x *SourceStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *SourceStatus) GetLastSuccessUnixNanos() int64 {
+	if x != nil {
+		return x.LastSuccessUnixNanos
+	}
+	return 0
+}
+
+func (x *SourceStatus) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
 type BundleStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1225,7 +1311,7 @@ type BundleStatus struct {
 
 func (x *BundleStatus) Reset() {
 	*x = BundleStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1323,7 @@ func (x *BundleStatus) String() string {
 func (*BundleStatus) ProtoMessage() {}
 
 func (x *BundleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1336,7 @@ func (x *BundleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleStatus.ProtoReflect.Descriptor instead.
 func (*BundleStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{15}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BundleStatus) GetName() string {
@@ -1280,7 +1366,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1378,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1391,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListPendingRequest) GetAgentId() string {
@@ -1353,7 +1439,7 @@ type ListPendingResponse struct {
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1451,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1464,7 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{17}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListPendingResponse) GetAsks() []*PendingAsk {
@@ -1425,7 +1511,7 @@ type PendingAsk struct {
 
 func (x *PendingAsk) Reset() {
 	*x = PendingAsk{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1523,7 @@ func (x *PendingAsk) String() string {
 func (*PendingAsk) ProtoMessage() {}
 
 func (x *PendingAsk) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1536,7 @@ func (x *PendingAsk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingAsk.ProtoReflect.Descriptor instead.
 func (*PendingAsk) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{18}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PendingAsk) GetDecisionId() string {
@@ -1587,7 +1673,7 @@ type AwaitDecisionRequest struct {
 
 func (x *AwaitDecisionRequest) Reset() {
 	*x = AwaitDecisionRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1685,7 @@ func (x *AwaitDecisionRequest) String() string {
 func (*AwaitDecisionRequest) ProtoMessage() {}
 
 func (x *AwaitDecisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1698,7 @@ func (x *AwaitDecisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitDecisionRequest.ProtoReflect.Descriptor instead.
 func (*AwaitDecisionRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{19}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AwaitDecisionRequest) GetDecisionId() string {
@@ -1664,7 +1750,7 @@ type AwaitDecisionResponse struct {
 
 func (x *AwaitDecisionResponse) Reset() {
 	*x = AwaitDecisionResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1762,7 @@ func (x *AwaitDecisionResponse) String() string {
 func (*AwaitDecisionResponse) ProtoMessage() {}
 
 func (x *AwaitDecisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1775,7 @@ func (x *AwaitDecisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitDecisionResponse.ProtoReflect.Descriptor instead.
 func (*AwaitDecisionResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{20}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AwaitDecisionResponse) GetState() AskState {
@@ -1744,7 +1830,7 @@ type ToolRef struct {
 
 func (x *ToolRef) Reset() {
 	*x = ToolRef{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1842,7 @@ func (x *ToolRef) String() string {
 func (*ToolRef) ProtoMessage() {}
 
 func (x *ToolRef) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1855,7 @@ func (x *ToolRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRef.ProtoReflect.Descriptor instead.
 func (*ToolRef) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{21}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolRef) GetName() string {
@@ -1797,7 +1883,7 @@ type FilterToolsRequest struct {
 
 func (x *FilterToolsRequest) Reset() {
 	*x = FilterToolsRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1895,7 @@ func (x *FilterToolsRequest) String() string {
 func (*FilterToolsRequest) ProtoMessage() {}
 
 func (x *FilterToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1908,7 @@ func (x *FilterToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterToolsRequest.ProtoReflect.Descriptor instead.
 func (*FilterToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{22}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FilterToolsRequest) GetAgentId() string {
@@ -1856,7 +1942,7 @@ type FilterToolsResponse struct {
 
 func (x *FilterToolsResponse) Reset() {
 	*x = FilterToolsResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +1954,7 @@ func (x *FilterToolsResponse) String() string {
 func (*FilterToolsResponse) ProtoMessage() {}
 
 func (x *FilterToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +1967,7 @@ func (x *FilterToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterToolsResponse.ProtoReflect.Descriptor instead.
 func (*FilterToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{23}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FilterToolsResponse) GetVisible() []*ToolRef {
@@ -1908,7 +1994,7 @@ type HiddenTool struct {
 
 func (x *HiddenTool) Reset() {
 	*x = HiddenTool{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2006,7 @@ func (x *HiddenTool) String() string {
 func (*HiddenTool) ProtoMessage() {}
 
 func (x *HiddenTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2019,7 @@ func (x *HiddenTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HiddenTool.ProtoReflect.Descriptor instead.
 func (*HiddenTool) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{24}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HiddenTool) GetTool() *ToolRef {
@@ -2042,13 +2128,21 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\"*\n" +
 	"\x12EndSessionResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\"\x0f\n" +
-	"\rStatusRequest\"\xb8\x01\n" +
+	"\rStatusRequest\"\xec\x01\n" +
 	"\x0eStatusResponse\x12'\n" +
 	"\x0fpolicy_revision\x18\x01 \x01(\tR\x0epolicyRevision\x122\n" +
 	"\abundles\x18\x02 \x03(\v2\x18.toolpdp.v1.BundleStatusR\abundles\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x03 \x01(\tR\tlastError\x12*\n" +
-	"\x11loaded_unix_nanos\x18\x04 \x01(\x03R\x0floadedUnixNanos\">\n" +
+	"\x11loaded_unix_nanos\x18\x04 \x01(\x03R\x0floadedUnixNanos\x122\n" +
+	"\asources\x18\x05 \x03(\v2\x18.toolpdp.v1.SourceStatusR\asources\"\xa6\x01\n" +
+	"\fSourceStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06remote\x18\x02 \x01(\bR\x06remote\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x03 \x01(\tR\tlastError\x125\n" +
+	"\x17last_success_unix_nanos\x18\x04 \x01(\x03R\x14lastSuccessUnixNanos\x12\x14\n" +
+	"\x05stale\x18\x05 \x01(\bR\x05stale\">\n" +
 	"\fBundleStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\"\xb1\x01\n" +
@@ -2157,7 +2251,7 @@ func file_toolpdp_v1_toolpdp_proto_rawDescGZIP() []byte {
 }
 
 var file_toolpdp_v1_toolpdp_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
 	(Category)(0),                 // 0: toolpdp.v1.Category
 	(Decision)(0),                 // 1: toolpdp.v1.Decision
@@ -2177,69 +2271,71 @@ var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
 	(*EndSessionResponse)(nil),    // 15: toolpdp.v1.EndSessionResponse
 	(*StatusRequest)(nil),         // 16: toolpdp.v1.StatusRequest
 	(*StatusResponse)(nil),        // 17: toolpdp.v1.StatusResponse
-	(*BundleStatus)(nil),          // 18: toolpdp.v1.BundleStatus
-	(*ListPendingRequest)(nil),    // 19: toolpdp.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),   // 20: toolpdp.v1.ListPendingResponse
-	(*PendingAsk)(nil),            // 21: toolpdp.v1.PendingAsk
-	(*AwaitDecisionRequest)(nil),  // 22: toolpdp.v1.AwaitDecisionRequest
-	(*AwaitDecisionResponse)(nil), // 23: toolpdp.v1.AwaitDecisionResponse
-	(*ToolRef)(nil),               // 24: toolpdp.v1.ToolRef
-	(*FilterToolsRequest)(nil),    // 25: toolpdp.v1.FilterToolsRequest
-	(*FilterToolsResponse)(nil),   // 26: toolpdp.v1.FilterToolsResponse
-	(*HiddenTool)(nil),            // 27: toolpdp.v1.HiddenTool
-	nil,                           // 28: toolpdp.v1.DecideRequest.EnvEntry
-	nil,                           // 29: toolpdp.v1.Execution.EnvEntry
-	nil,                           // 30: toolpdp.v1.PendingAsk.EnvEntry
-	(*structpb.Struct)(nil),       // 31: google.protobuf.Struct
+	(*SourceStatus)(nil),          // 18: toolpdp.v1.SourceStatus
+	(*BundleStatus)(nil),          // 19: toolpdp.v1.BundleStatus
+	(*ListPendingRequest)(nil),    // 20: toolpdp.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),   // 21: toolpdp.v1.ListPendingResponse
+	(*PendingAsk)(nil),            // 22: toolpdp.v1.PendingAsk
+	(*AwaitDecisionRequest)(nil),  // 23: toolpdp.v1.AwaitDecisionRequest
+	(*AwaitDecisionResponse)(nil), // 24: toolpdp.v1.AwaitDecisionResponse
+	(*ToolRef)(nil),               // 25: toolpdp.v1.ToolRef
+	(*FilterToolsRequest)(nil),    // 26: toolpdp.v1.FilterToolsRequest
+	(*FilterToolsResponse)(nil),   // 27: toolpdp.v1.FilterToolsResponse
+	(*HiddenTool)(nil),            // 28: toolpdp.v1.HiddenTool
+	nil,                           // 29: toolpdp.v1.DecideRequest.EnvEntry
+	nil,                           // 30: toolpdp.v1.Execution.EnvEntry
+	nil,                           // 31: toolpdp.v1.PendingAsk.EnvEntry
+	(*structpb.Struct)(nil),       // 32: google.protobuf.Struct
 }
 var file_toolpdp_v1_toolpdp_proto_depIdxs = []int32{
 	0,  // 0: toolpdp.v1.DecideRequest.category:type_name -> toolpdp.v1.Category
-	31, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
-	28, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
+	32, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
+	29, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
 	7,  // 3: toolpdp.v1.DecideRequest.execution_policy:type_name -> toolpdp.v1.ExecutionPolicy
 	1,  // 4: toolpdp.v1.DecideResponse.decision:type_name -> toolpdp.v1.Decision
 	5,  // 5: toolpdp.v1.DecideResponse.reasons:type_name -> toolpdp.v1.Reason
 	6,  // 6: toolpdp.v1.DecideResponse.execution:type_name -> toolpdp.v1.Execution
 	1,  // 7: toolpdp.v1.Reason.effect:type_name -> toolpdp.v1.Decision
-	29, // 8: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
+	30, // 8: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
 	8,  // 9: toolpdp.v1.Execution.read_paths:type_name -> toolpdp.v1.PathList
 	8,  // 10: toolpdp.v1.Execution.write_paths:type_name -> toolpdp.v1.PathList
 	9,  // 11: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
 	8,  // 12: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
 	8,  // 13: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
 	1,  // 14: toolpdp.v1.ConfirmResponse.decision:type_name -> toolpdp.v1.Decision
-	18, // 15: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
-	21, // 16: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
-	5,  // 17: toolpdp.v1.PendingAsk.reasons:type_name -> toolpdp.v1.Reason
-	30, // 18: toolpdp.v1.PendingAsk.env:type_name -> toolpdp.v1.PendingAsk.EnvEntry
-	2,  // 19: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
-	1,  // 20: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
-	6,  // 21: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
-	24, // 22: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
-	24, // 23: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
-	27, // 24: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
-	24, // 25: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
-	3,  // 26: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
-	10, // 27: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
-	12, // 28: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
-	14, // 29: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
-	16, // 30: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
-	19, // 31: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
-	22, // 32: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
-	25, // 33: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
-	4,  // 34: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
-	11, // 35: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
-	13, // 36: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
-	15, // 37: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
-	17, // 38: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
-	20, // 39: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
-	23, // 40: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
-	26, // 41: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
-	34, // [34:42] is the sub-list for method output_type
-	26, // [26:34] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	19, // 15: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
+	18, // 16: toolpdp.v1.StatusResponse.sources:type_name -> toolpdp.v1.SourceStatus
+	22, // 17: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
+	5,  // 18: toolpdp.v1.PendingAsk.reasons:type_name -> toolpdp.v1.Reason
+	31, // 19: toolpdp.v1.PendingAsk.env:type_name -> toolpdp.v1.PendingAsk.EnvEntry
+	2,  // 20: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
+	1,  // 21: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
+	6,  // 22: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
+	25, // 23: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
+	25, // 24: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
+	28, // 25: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
+	25, // 26: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
+	3,  // 27: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
+	10, // 28: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
+	12, // 29: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
+	14, // 30: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
+	16, // 31: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
+	20, // 32: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
+	23, // 33: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
+	26, // 34: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
+	4,  // 35: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
+	11, // 36: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
+	13, // 37: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
+	15, // 38: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
+	17, // 39: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
+	21, // 40: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
+	24, // 41: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
+	27, // 42: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_toolpdp_v1_toolpdp_proto_init() }
@@ -2253,7 +2349,7 @@ func file_toolpdp_v1_toolpdp_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolpdp_v1_toolpdp_proto_rawDesc), len(file_toolpdp_v1_toolpdp_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -59,10 +59,15 @@ checked_path if {
 	input.scope[p.access]
 }
 
-# protected_paths entries bind reads: every path and search glob is checked.
+# A path or search glob that names a protected name.
 checked_path if {
-	count(object.get(input.guardrails, "protected_reads", [])) > 0
-	count(input.paths) + count(globs) > 0
+	some p in input.paths
+	p.protected != ""
+}
+
+checked_path if {
+	some g in globs
+	g.protected != ""
 }
 
 # globs are a file tool's search globs (toolpdp sends [] for other tools).

@@ -64,71 +64,28 @@ reasons contains reason("unseen_execution", "ask", sprintf("%s was called with n
 # configuration (a .git directory or a worktree's .git file, .claude, ...) is
 # denied even inside write_paths; the names listed in protected_paths (in
 # data.guardrails or the agent's guardrails) bind reads as well (.env holds
-# secrets). Names compare without regard to case: case-insensitive file
-# systems exist, where .GIT/config is .git/config.
-reasons contains reason("protected_paths", "deny", sprintf("writing %q is denied: %q is a protected path (version control or agent configuration)", [text.clip(p.raw), name])) if {
+# secrets). toolpdp compares the names in Go, as file systems compare them
+# (Unicode case folding, the code points HFS+ ignores, Windows' trailing
+# dots and streams), by the same code that judges a shell command's
+# redirects and writing programs: p.protected is the name a path names,
+# written or resolved, and g.protected the name a search glob could match
+# (a segment with a literal character: ".env", "*.env", not "*").
+reasons contains reason("protected_paths", "deny", sprintf("writing %q is denied: %q is a protected path (version control or agent configuration)", [text.clip(p.raw), p.protected])) if {
 	some p in input.paths
 	p.access == "write"
-	some name in input.guardrails.protected
-	some candidate in [p.raw, p.resolved]
-	candidate != ""
-	protected(candidate, name)
+	p.protected != ""
 }
 
-reasons contains reason("protected_paths", "deny", sprintf("reading %q is denied: %q is a protected path", [text.clip(p.raw), name])) if {
+reasons contains reason("protected_paths", "deny", sprintf("reading %q is denied: %q is a protected path", [text.clip(p.raw), p.protected])) if {
 	some p in input.paths
 	p.access == "read"
-	some name in object.get(input.guardrails, "protected_reads", [])
-	some candidate in [p.raw, p.resolved]
-	candidate != ""
-	protected(candidate, name)
+	p.protected != ""
 }
 
-# A search glob that scope does not check (relative, no ..) still may not
-# name a protected file: a segment with a literal character that could match
-# the name's last segment (".env", "*.env", ".e[n]v"; not "*" or "**").
-reasons contains reason("protected_paths", "deny", sprintf("searching %q is denied: it can match %q, a protected path", [g.raw, name])) if {
+reasons contains reason("protected_paths", "deny", sprintf("searching %q is denied: it can match %q, a protected path", [text.clip(g.raw), g.protected])) if {
 	some g in input.globs
-	some name in object.get(input.guardrails, "protected_reads", [])
-	last := lower(regex.replace(trim_suffix(name, "/"), `^.*/`, ""))
-	some seg in split(lower(g.raw), "/")
-	trim(seg, "*") != ""
-	glob_could_match(seg, last)
+	g.protected != ""
 }
-
-# glob_could_match: a search glob's segment could match a name. Both
-# negation spellings ([!x] and ripgrep's [^x]) are read as negation; a glob
-# the matcher cannot read (an unclosed [ or {) is taken as matching: wider
-# is safe, and an evaluation error would deny every call of the tool.
-glob_could_match(seg, name) if {
-	well_formed_glob(seg)
-	glob.match(replace(seg, "[^", "[!"), ["/"], name)
-}
-
-glob_could_match(seg, _) if not well_formed_glob(seg)
-
-well_formed_glob(seg) if regex.match(`^(?:[^\[\]{}\\]|\\.|\[[!^]?\]?[^\]]*\]|\{[^{}\[\]]*\})*$`, seg)
-
-# protected matches a name as whole path segments anywhere in the path
-# (".git", "config/secrets"), or an absolute name as a directory prefix,
-# both without regard to case, and with each segment read as the file
-# systems that forgive spellings read it (".git." and ".git " are ".git" on
-# Windows; ".env::$DATA" is its data stream).
-protected(path, name) if {
-	not startswith(name, "/")
-	contains(normal(path), lower(concat("", ["/", trim(name, "/"), "/"])))
-}
-
-protected(path, name) if {
-	startswith(name, "/")
-	startswith(normal(path), lower(concat("", [trim_suffix(name, "/"), "/"])))
-}
-
-normal(path) := concat("", ["/", concat("/", [segment(s) | some s in split(trim(lower(path), "/"), "/")]), "/"])
-
-segment(s) := trim_right(regex.replace(s, `:.*$`, ""), ". ") if {
-	not s in {".", ".."}
-} else := s
 
 # Security teams' own guardrail packages: data.guardrails.<name>.deny / .ask.
 reasons contains reason(sprintf("guardrails.%s.deny", [name]), "deny", message(name, msg)) if {

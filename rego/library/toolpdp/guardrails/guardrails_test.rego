@@ -65,91 +65,45 @@ test_missing_command_asks_when_guarded if {
 	count(reasons({"command": cmd({"missing": true, "guarded": false})})) == 0
 }
 
-write(raw, resolved) := {"arg": "file_path", "access": "write", "raw": raw, "resolved": resolved, "error": "", "error_kind": ""}
+# toolpdp names the protected name a path names (p.protected), comparing
+# names in Go as file systems do; here only what follows from it is tested.
+write(raw, protected) := {"arg": "file_path", "access": "write", "raw": raw, "resolved": "", "error": "", "error_kind": "", "protected": protected}
 
-test_protected_paths_at_any_depth if {
-	some r in reasons({"tool_name": "Write", "paths": [write("x", "/p/sub/.git/hooks/pre-commit")]})
+read(raw, protected) := object.union(write(raw, protected), {"access": "read"})
+
+test_protected_write_is_denied if {
+	rs := reasons({"tool_name": "Write", "paths": [write("src/.gi\u200ct/config", ".git")]})
+	count(rs) == 1
+	some r in rs
 	r.rule == "protected_paths"
-	count(reasons({"tool_name": "Write", "paths": [write(".mcp.json", "/p/.mcp.json")]})) == 1
-	count(reasons({"tool_name": "Write", "paths": [write("a", "/p/.claude/settings.json")]})) == 1
-	count(reasons({"tool_name": "Write", "paths": [write("a", "/p/.gitignore")]})) == 0
-	count(reasons({"tool_name": "Write", "paths": [write("a", "/p/my.git/x")]})) == 0
+	r.effect == "deny"
+	startswith(r.message, "writing")
+	contains(r.message, `".git"`)
+	count(reasons({"tool_name": "Write", "paths": [write("src/main.c", "")]})) == 0
 }
 
-# The library's names bind writes only; protected_paths entries bind reads.
-test_protected_paths_only_bind_writes if {
-	p := object.union(write("a", "/p/.git/config"), {"access": "read"})
-	count(reasons({"tool_name": "Read", "paths": [p]})) == 0
-}
-
-test_protection_switchable_per_agent if {
-	off := guardrails.merged({"protect_vcs_and_agent_config": false, "protected_paths": [".env"]})
-	rs := guardrails.reasons with input as {"agent_id": "a", "tool_name": "Write", "guardrails": off, "paths": [write("a", "/p/.git/x"), write(".env", "/p/.env")]}
-	count(rs) == 1
-	some r in rs
-	contains(r.message, ".env")
-}
-
-test_absolute_protected_path if {
-	g := guardrails.merged({}) with data.guardrails as {"protected_paths": ["/etc"]}
-	rs := guardrails.reasons with input as {"agent_id": "a", "tool_name": "Write", "guardrails": g, "paths": [write("/etc/x", "/etc/x")]}
-	count(rs) == 1
-}
-
-test_protected_names_compare_without_case if {
-	count(reasons({"tool_name": "Write", "paths": [write("x", "/p/.GIT/config")]})) == 1
-	count(reasons({"tool_name": "Write", "paths": [write("x", "/p/src/.Git/hooks/pre-commit")]})) == 1
-	count(reasons({"tool_name": "Write", "paths": [write(".MCP.json", "")]})) == 1
-	count(reasons({"tool_name": "Write", "paths": [write("x", "/p/.Claude/settings.json")]})) == 1
-}
-
-# A worktree's .git is a file: writing it is writing version-control metadata.
-test_git_file_is_protected if {
-	count(reasons({"tool_name": "Write", "paths": [write("/w/.git", "/w/.git")]})) == 1
-}
-
-listed := guardrails.merged({"protected_paths": [".env", "/etc/secrets/"]})
-
-read(raw, resolved) := object.union(write(raw, resolved), {"access": "read"})
-
-test_listed_protected_paths_bind_reads if {
-	rs := reasons({"tool_name": "Read", "guardrails": listed, "paths": [read("/p/.env", "/p/.env")]})
-	some r in rs
+test_protected_read_is_denied if {
+	some r in reasons({"tool_name": "Read", "paths": [read(".e\u200cnv", ".env")]})
 	r.rule == "protected_paths"
 	startswith(r.message, "reading")
-	count(reasons({"tool_name": "Read", "guardrails": listed, "paths": [read("x", "/p/.ENV")]})) == 1
-	count(reasons({"tool_name": "Read", "guardrails": listed, "paths": [read("x", "/etc/secrets/db")]})) == 1
-	count(reasons({"tool_name": "Read", "guardrails": listed, "paths": [read("x", "/p/.envrc")]})) == 0
+	count(reasons({"tool_name": "Read", "paths": [read("README", "")]})) == 0
 }
 
-glob_reasons(g) := reasons({"tool_name": "Grep", "guardrails": listed, "paths": [], "globs": [{"arg": "glob", "raw": g}]})
-
-test_search_globs_may_not_match_listed_names if {
-	count(glob_reasons(".env")) == 1
-	count(glob_reasons("**/.env*")) == 1
-	count(glob_reasons("sub/*.env")) == 1
-	count(glob_reasons(".e[n]v")) == 1
-	count(glob_reasons("*")) == 0
-	count(glob_reasons("**/*.go")) == 0
+test_search_glob_that_could_match_is_denied if {
+	some r in reasons({"tool_name": "Grep", "paths": [], "globs": [{"arg": "glob", "raw": ".e*", "protected": ".env"}]})
+	startswith(r.message, "searching")
+	count(reasons({"tool_name": "Grep", "paths": [], "globs": [{"arg": "glob", "raw": "*.go", "protected": ""}]})) == 0
 }
 
-# Both negation spellings are negation; a glob the matcher cannot read
-# could match anything (and never stops evaluation).
-test_search_globs_negation_and_malformed if {
-	count(glob_reasons(".en[^x]")) == 1
-	count(glob_reasons(".en[!x]")) == 1
-	count(glob_reasons("[")) > 0
-	count(glob_reasons("{a,b")) > 0
-	count(glob_reasons("*.{ts,tsx}")) == 0
-	count(glob_reasons("src/[ab]*.go")) == 0
-}
-
-# Spellings a forgiving file system reads as the protected name.
-test_protected_names_as_windows_reads_them if {
-	count(reasons({"tool_name": "Write", "paths": [write("x", "/p/src/.git./config")]})) == 1
-	count(reasons({"tool_name": "Write", "paths": [write("x", "/p/src/.git /config")]})) == 1
-	count(reasons({"tool_name": "Write", "paths": [write(".mcp.json.", "")]})) == 1
-	count(reasons({"tool_name": "Read", "guardrails": listed, "paths": [read("x", "/p/.env::$DATA")]})) == 1
-	count(reasons({"tool_name": "Read", "guardrails": listed, "paths": [read("x", "/p/.env.")]})) == 1
-	count(reasons({"tool_name": "Write", "paths": [write("x", "/p/gitdir/config")]})) == 0
+# The names in force: the library's bind writes, protected_paths entries
+# reads and writes, and the library's can be switched off.
+test_protected_names_in_force if {
+	g := guardrails.merged({"protected_paths": [".env"]})
+	{".git", ".claude", ".codex", ".mcp.json", ".env"} == {n | some n in g.protected}
+	g.protected_reads == [".env"]
+	off := guardrails.merged({"protect_vcs_and_agent_config": false, "protected_paths": [".env"]})
+	off.protected == [".env"]
+	global := guardrails.merged({}) with data.guardrails as {"protected_paths": ["/etc"], "protect_vcs_and_agent_config": false}
+	global.protected == ["/etc"]
+	global.protected_reads == ["/etc"]
 }

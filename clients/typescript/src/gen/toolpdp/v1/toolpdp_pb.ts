@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolpdp/v1/toolpdp.proto.
  */
 export const file_toolpdp_v1_toolpdp: GenFile = /*@__PURE__*/
-  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEizAIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLUAQoORGVjaWRlUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEg8KB21lc3NhZ2UYAiABKAkSEwoLZGVjaXNpb25faWQYAyABKAkSFwoPcG9saWN5X3JldmlzaW9uGAQgASgJEiMKB3JlYXNvbnMYBSADKAsyEi50b29scGRwLnYxLlJlYXNvbhIoCglleGVjdXRpb24YBiABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAcgASgIIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJIqACCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqYBCg9FeGVjdXRpb25Qb2xpY3kSIAoDZW52GAEgASgLMhMudG9vbHBkcC52MS5FbnZTcGVjEgsKA2N3ZBgCIAEoCRIoCgpyZWFkX3BhdGhzGAMgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgEIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgFIAEoCSIZCghQYXRoTGlzdBINCgVwYXRocxgBIAMoCSJFCgdFbnZTcGVjEgwKBG1vZGUYASABKAkSDQoFbmFtZXMYAiADKAkSHQoVaW5jbHVkZV9zYWZlX2Vudl92YXJzGAMgASgIIpQBCg5Db25maXJtUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIOCgZyZXN1bHQYAiABKAkSFAoMZGVueV9tZXNzYWdlGAMgASgJEhAKCHJlbWVtYmVyGAQgASgIEg8KB2NhbGxfaWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSEgoKc2Vzc2lvbl9pZBgHIAEoCSJHCg9Db25maXJtUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEgwKBGhhbHQYAiABKAgiggEKE1JlcG9ydFJlc3VsdFJlcXVlc3QSEwoLZGVjaXNpb25faWQYASABKAkSEAoIaXNfZXJyb3IYAiABKAgSDQoFZXJyb3IYAyABKAkSDwoHY2FsbF9pZBgEIAEoCRIQCghhZ2VudF9pZBgFIAEoCRISCgpzZXNzaW9uX2lkGAYgASgJIiQKFFJlcG9ydFJlc3VsdFJlc3BvbnNlEgwKBGhhbHQYASABKAgiOQoRRW5kU2Vzc2lvblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSIjChJFbmRTZXNzaW9uUmVzcG9uc2USDQoFZm91bmQYASABKAgiDwoNU3RhdHVzUmVxdWVzdCKDAQoOU3RhdHVzUmVzcG9uc2USFwoPcG9saWN5X3JldmlzaW9uGAEgASgJEikKB2J1bmRsZXMYAiADKAsyGC50b29scGRwLnYxLkJ1bmRsZVN0YXR1cxISCgpsYXN0X2Vycm9yGAMgASgJEhkKEWxvYWRlZF91bml4X25hbm9zGAQgASgDIi4KDEJ1bmRsZVN0YXR1cxIMCgRuYW1lGAEgASgJEhAKCHJldmlzaW9uGAIgASgJInkKEkxpc3RQZW5kaW5nUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIOCgZyZXZlYWwYBCABKAgSGgoSbWF4X2FyZ3VtZW50X2J5dGVzGAUgASgFIlQKE0xpc3RQZW5kaW5nUmVzcG9uc2USJAoEYXNrcxgBIAMoCzIWLnRvb2xwZHAudjEuUGVuZGluZ0FzaxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiwQMKClBlbmRpbmdBc2sSEwoLZGVjaXNpb25faWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSDwoHbWVzc2FnZRgFIAEoCRIaChJjcmVhdGVkX3VuaXhfbmFub3MYBiABKAMSDwoHY2FsbF9pZBgHIAEoCRIOCgZzZXJ2ZXIYCCABKAkSIwoHcmVhc29ucxgJIAMoCzISLnRvb2xwZHAudjEuUmVhc29uEhEKCWFyZ3VtZW50cxgKIAEoCRIXCg9hcmd1bWVudHNfYnl0ZXMYCyABKAMSGwoTYXJndW1lbnRzX3RydW5jYXRlZBgMIAEoCBIsCgNlbnYYDSADKAsyHy50b29scGRwLnYxLlBlbmRpbmdBc2suRW52RW50cnkSGAoQZXhlY3V0aW9uX3BvbGljeRgOIAEoCRIPCgdzZWNyZXRzGA8gAygJEhAKCHJldmVhbGVkGBAgASgIEhIKCmFnZV9taWxsaXMYESABKAMaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ4ChRBd2FpdERlY2lzaW9uUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIPCgdjYWxsX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEhIKCnNlc3Npb25faWQYBCABKAkSFAoMd2FpdF9zZWNvbmRzGAUgASgFIsIBChVBd2FpdERlY2lzaW9uUmVzcG9uc2USIwoFc3RhdGUYASABKA4yFC50b29scGRwLnYxLkFza1N0YXRlEiYKCGRlY2lzaW9uGAIgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAMgASgJEigKCWV4ZWN1dGlvbhgEIAEoCzIVLnRvb2xwZHAudjEuRXhlY3V0aW9uEgwKBGhhbHQYBSABKAgSEwoLZGVjaXNpb25faWQYBiABKAkiJwoHVG9vbFJlZhIMCgRuYW1lGAEgASgJEg4KBnNlcnZlchgCIAEoCSJeChJGaWx0ZXJUb29sc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIiCgV0b29scxgDIAMoCzITLnRvb2xwZHAudjEuVG9vbFJlZiJjChNGaWx0ZXJUb29sc1Jlc3BvbnNlEiQKB3Zpc2libGUYASADKAsyEy50b29scGRwLnYxLlRvb2xSZWYSJgoGaGlkZGVuGAIgAygLMhYudG9vbHBkcC52MS5IaWRkZW5Ub29sIj8KCkhpZGRlblRvb2wSIQoEdG9vbBgBIAEoCzITLnRvb2xwZHAudjEuVG9vbFJlZhIOCgZyZWFzb24YAiABKAkqSQoIQ2F0ZWdvcnkSGAoUQ0FURUdPUllfVU5TUEVDSUZJRUQQABIRCg1DQVRFR09SWV9TQUZFEAESEAoMQ0FURUdPUllfQVNLEAIqXQoIRGVjaXNpb24SGAoUREVDSVNJT05fVU5TUEVDSUZJRUQQABISCg5ERUNJU0lPTl9BTExPVxABEhEKDURFQ0lTSU9OX0RFTlkQAhIQCgxERUNJU0lPTl9BU0sQAyprCghBc2tTdGF0ZRIZChVBU0tfU1RBVEVfVU5TUEVDSUZJRUQQABIVChFBU0tfU1RBVEVfUEVORElORxABEhYKEkFTS19TVEFURV9BTlNXRVJFRBACEhUKEUFTS19TVEFURV9FWFBJUkVEEAMy7QQKD0RlY2lzaW9uU2VydmljZRI/CgZEZWNpZGUSGS50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QaGi50b29scGRwLnYxLkRlY2lkZVJlc3BvbnNlEkIKB0NvbmZpcm0SGi50b29scGRwLnYxLkNvbmZpcm1SZXF1ZXN0GhsudG9vbHBkcC52MS5Db25maXJtUmVzcG9uc2USUQoMUmVwb3J0UmVzdWx0Eh8udG9vbHBkcC52MS5SZXBvcnRSZXN1bHRSZXF1ZXN0GiAudG9vbHBkcC52MS5SZXBvcnRSZXN1bHRSZXNwb25zZRJLCgpFbmRTZXNzaW9uEh0udG9vbHBkcC52MS5FbmRTZXNzaW9uUmVxdWVzdBoeLnRvb2xwZHAudjEuRW5kU2Vzc2lvblJlc3BvbnNlEj8KBlN0YXR1cxIZLnRvb2xwZHAudjEuU3RhdHVzUmVxdWVzdBoaLnRvb2xwZHAudjEuU3RhdHVzUmVzcG9uc2USTgoLTGlzdFBlbmRpbmcSHi50b29scGRwLnYxLkxpc3RQZW5kaW5nUmVxdWVzdBofLnRvb2xwZHAudjEuTGlzdFBlbmRpbmdSZXNwb25zZRJUCg1Bd2FpdERlY2lzaW9uEiAudG9vbHBkcC52MS5Bd2FpdERlY2lzaW9uUmVxdWVzdBohLnRvb2xwZHAudjEuQXdhaXREZWNpc2lvblJlc3BvbnNlEk4KC0ZpbHRlclRvb2xzEh4udG9vbHBkcC52MS5GaWx0ZXJUb29sc1JlcXVlc3QaHy50b29scGRwLnYxLkZpbHRlclRvb2xzUmVzcG9uc2VCN1o1Z2l0aHViLmNvbS90b29scGRwL3Rvb2xwZHAvcHJvdG8vdG9vbHBkcC92MTt0b29scGRwdjFiBnByb3RvMw", [file_google_protobuf_struct]);
+  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEizAIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLUAQoORGVjaWRlUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEg8KB21lc3NhZ2UYAiABKAkSEwoLZGVjaXNpb25faWQYAyABKAkSFwoPcG9saWN5X3JldmlzaW9uGAQgASgJEiMKB3JlYXNvbnMYBSADKAsyEi50b29scGRwLnYxLlJlYXNvbhIoCglleGVjdXRpb24YBiABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAcgASgIIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJIqACCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqYBCg9FeGVjdXRpb25Qb2xpY3kSIAoDZW52GAEgASgLMhMudG9vbHBkcC52MS5FbnZTcGVjEgsKA2N3ZBgCIAEoCRIoCgpyZWFkX3BhdGhzGAMgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgEIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgFIAEoCSIZCghQYXRoTGlzdBINCgVwYXRocxgBIAMoCSJFCgdFbnZTcGVjEgwKBG1vZGUYASABKAkSDQoFbmFtZXMYAiADKAkSHQoVaW5jbHVkZV9zYWZlX2Vudl92YXJzGAMgASgIIpQBCg5Db25maXJtUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIOCgZyZXN1bHQYAiABKAkSFAoMZGVueV9tZXNzYWdlGAMgASgJEhAKCHJlbWVtYmVyGAQgASgIEg8KB2NhbGxfaWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSEgoKc2Vzc2lvbl9pZBgHIAEoCSJHCg9Db25maXJtUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEgwKBGhhbHQYAiABKAgiggEKE1JlcG9ydFJlc3VsdFJlcXVlc3QSEwoLZGVjaXNpb25faWQYASABKAkSEAoIaXNfZXJyb3IYAiABKAgSDQoFZXJyb3IYAyABKAkSDwoHY2FsbF9pZBgEIAEoCRIQCghhZ2VudF9pZBgFIAEoCRISCgpzZXNzaW9uX2lkGAYgASgJIiQKFFJlcG9ydFJlc3VsdFJlc3BvbnNlEgwKBGhhbHQYASABKAgiOQoRRW5kU2Vzc2lvblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSIjChJFbmRTZXNzaW9uUmVzcG9uc2USDQoFZm91bmQYASABKAgiDwoNU3RhdHVzUmVxdWVzdCKuAQoOU3RhdHVzUmVzcG9uc2USFwoPcG9saWN5X3JldmlzaW9uGAEgASgJEikKB2J1bmRsZXMYAiADKAsyGC50b29scGRwLnYxLkJ1bmRsZVN0YXR1cxISCgpsYXN0X2Vycm9yGAMgASgJEhkKEWxvYWRlZF91bml4X25hbm9zGAQgASgDEikKB3NvdXJjZXMYBSADKAsyGC50b29scGRwLnYxLlNvdXJjZVN0YXR1cyJwCgxTb3VyY2VTdGF0dXMSDAoEbmFtZRgBIAEoCRIOCgZyZW1vdGUYAiABKAgSEgoKbGFzdF9lcnJvchgDIAEoCRIfChdsYXN0X3N1Y2Nlc3NfdW5peF9uYW5vcxgEIAEoAxINCgVzdGFsZRgFIAEoCCIuCgxCdW5kbGVTdGF0dXMSDAoEbmFtZRgBIAEoCRIQCghyZXZpc2lvbhgCIAEoCSJ5ChJMaXN0UGVuZGluZ1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSDgoGcmV2ZWFsGAQgASgIEhoKEm1heF9hcmd1bWVudF9ieXRlcxgFIAEoBSJUChNMaXN0UGVuZGluZ1Jlc3BvbnNlEiQKBGFza3MYASADKAsyFi50b29scGRwLnYxLlBlbmRpbmdBc2sSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIsEDCgpQZW5kaW5nQXNrEhMKC2RlY2lzaW9uX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJEg8KB21lc3NhZ2UYBSABKAkSGgoSY3JlYXRlZF91bml4X25hbm9zGAYgASgDEg8KB2NhbGxfaWQYByABKAkSDgoGc2VydmVyGAggASgJEiMKB3JlYXNvbnMYCSADKAsyEi50b29scGRwLnYxLlJlYXNvbhIRCglhcmd1bWVudHMYCiABKAkSFwoPYXJndW1lbnRzX2J5dGVzGAsgASgDEhsKE2FyZ3VtZW50c190cnVuY2F0ZWQYDCABKAgSLAoDZW52GA0gAygLMh8udG9vbHBkcC52MS5QZW5kaW5nQXNrLkVudkVudHJ5EhgKEGV4ZWN1dGlvbl9wb2xpY3kYDiABKAkSDwoHc2VjcmV0cxgPIAMoCRIQCghyZXZlYWxlZBgQIAEoCBISCgphZ2VfbWlsbGlzGBEgASgDGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEieAoUQXdhaXREZWNpc2lvblJlcXVlc3QSEwoLZGVjaXNpb25faWQYASABKAkSDwoHY2FsbF9pZBgCIAEoCRIQCghhZ2VudF9pZBgDIAEoCRISCgpzZXNzaW9uX2lkGAQgASgJEhQKDHdhaXRfc2Vjb25kcxgFIAEoBSLCAQoVQXdhaXREZWNpc2lvblJlc3BvbnNlEiMKBXN0YXRlGAEgASgOMhQudG9vbHBkcC52MS5Bc2tTdGF0ZRImCghkZWNpc2lvbhgCIAEoDjIULnRvb2xwZHAudjEuRGVjaXNpb24SDwoHbWVzc2FnZRgDIAEoCRIoCglleGVjdXRpb24YBCABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAUgASgIEhMKC2RlY2lzaW9uX2lkGAYgASgJIicKB1Rvb2xSZWYSDAoEbmFtZRgBIAEoCRIOCgZzZXJ2ZXIYAiABKAkiXgoSRmlsdGVyVG9vbHNSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSIgoFdG9vbHMYAyADKAsyEy50b29scGRwLnYxLlRvb2xSZWYiYwoTRmlsdGVyVG9vbHNSZXNwb25zZRIkCgd2aXNpYmxlGAEgAygLMhMudG9vbHBkcC52MS5Ub29sUmVmEiYKBmhpZGRlbhgCIAMoCzIWLnRvb2xwZHAudjEuSGlkZGVuVG9vbCI/CgpIaWRkZW5Ub29sEiEKBHRvb2wYASABKAsyEy50b29scGRwLnYxLlRvb2xSZWYSDgoGcmVhc29uGAIgASgJKkkKCENhdGVnb3J5EhgKFENBVEVHT1JZX1VOU1BFQ0lGSUVEEAASEQoNQ0FURUdPUllfU0FGRRABEhAKDENBVEVHT1JZX0FTSxACKl0KCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASEgoOREVDSVNJT05fQUxMT1cQARIRCg1ERUNJU0lPTl9ERU5ZEAISEAoMREVDSVNJT05fQVNLEAMqawoIQXNrU3RhdGUSGQoVQVNLX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRQVNLX1NUQVRFX1BFTkRJTkcQARIWChJBU0tfU1RBVEVfQU5TV0VSRUQQAhIVChFBU0tfU1RBVEVfRVhQSVJFRBADMu0ECg9EZWNpc2lvblNlcnZpY2USPwoGRGVjaWRlEhkudG9vbHBkcC52MS5EZWNpZGVSZXF1ZXN0GhoudG9vbHBkcC52MS5EZWNpZGVSZXNwb25zZRJCCgdDb25maXJtEhoudG9vbHBkcC52MS5Db25maXJtUmVxdWVzdBobLnRvb2xwZHAudjEuQ29uZmlybVJlc3BvbnNlElEKDFJlcG9ydFJlc3VsdBIfLnRvb2xwZHAudjEuUmVwb3J0UmVzdWx0UmVxdWVzdBogLnRvb2xwZHAudjEuUmVwb3J0UmVzdWx0UmVzcG9uc2USSwoKRW5kU2Vzc2lvbhIdLnRvb2xwZHAudjEuRW5kU2Vzc2lvblJlcXVlc3QaHi50b29scGRwLnYxLkVuZFNlc3Npb25SZXNwb25zZRI/CgZTdGF0dXMSGS50b29scGRwLnYxLlN0YXR1c1JlcXVlc3QaGi50b29scGRwLnYxLlN0YXR1c1Jlc3BvbnNlEk4KC0xpc3RQZW5kaW5nEh4udG9vbHBkcC52MS5MaXN0UGVuZGluZ1JlcXVlc3QaHy50b29scGRwLnYxLkxpc3RQZW5kaW5nUmVzcG9uc2USVAoNQXdhaXREZWNpc2lvbhIgLnRvb2xwZHAudjEuQXdhaXREZWNpc2lvblJlcXVlc3QaIS50b29scGRwLnYxLkF3YWl0RGVjaXNpb25SZXNwb25zZRJOCgtGaWx0ZXJUb29scxIeLnRvb2xwZHAudjEuRmlsdGVyVG9vbHNSZXF1ZXN0Gh8udG9vbHBkcC52MS5GaWx0ZXJUb29sc1Jlc3BvbnNlQjdaNWdpdGh1Yi5jb20vdG9vbHBkcC90b29scGRwL3Byb3RvL3Rvb2xwZHAvdjE7dG9vbHBkcHYxYgZwcm90bzM", [file_google_protobuf_struct]);
 
 /**
  * @generated from message toolpdp.v1.DecideRequest
@@ -580,7 +580,7 @@ export type StatusResponse = Message<"toolpdp.v1.StatusResponse"> & {
   bundles: BundleStatus[];
 
   /**
-   * the last rejected reload, "" when the last one succeeded
+   * the last rejected reload and every failing bundle server's error, "" when none
    *
    * @generated from field: string last_error = 3;
    */
@@ -590,6 +590,13 @@ export type StatusResponse = Message<"toolpdp.v1.StatusResponse"> & {
    * @generated from field: int64 loaded_unix_nanos = 4;
    */
   loadedUnixNanos: bigint;
+
+  /**
+   * one per --bundle, in order
+   *
+   * @generated from field: repeated toolpdp.v1.SourceStatus sources = 5;
+   */
+  sources: SourceStatus[];
 };
 
 /**
@@ -598,6 +605,54 @@ export type StatusResponse = Message<"toolpdp.v1.StatusResponse"> & {
  */
 export const StatusResponseSchema: GenMessage<StatusResponse> = /*@__PURE__*/
   messageDesc(file_toolpdp_v1_toolpdp, 14);
+
+/**
+ * SourceStatus is one --bundle source as the server last saw it. Names
+ * carry no credential: a URL's userinfo and query are not shown.
+ *
+ * @generated from message toolpdp.v1.SourceStatus
+ */
+export type SourceStatus = Message<"toolpdp.v1.SourceStatus"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * a bundle server, polled
+   *
+   * @generated from field: bool remote = 2;
+   */
+  remote: boolean;
+
+  /**
+   * the last download's error; "" after one that succeeded
+   *
+   * @generated from field: string last_error = 3;
+   */
+  lastError: string;
+
+  /**
+   * the last download that succeeded (a 304 included); 0: none yet
+   *
+   * @generated from field: int64 last_success_unix_nanos = 4;
+   */
+  lastSuccessUnixNanos: bigint;
+
+  /**
+   * not refreshed for several polls: the policy may be out of date
+   *
+   * @generated from field: bool stale = 5;
+   */
+  stale: boolean;
+};
+
+/**
+ * Describes the message toolpdp.v1.SourceStatus.
+ * Use `create(SourceStatusSchema)` to create a new message.
+ */
+export const SourceStatusSchema: GenMessage<SourceStatus> = /*@__PURE__*/
+  messageDesc(file_toolpdp_v1_toolpdp, 15);
 
 /**
  * @generated from message toolpdp.v1.BundleStatus
@@ -619,7 +674,7 @@ export type BundleStatus = Message<"toolpdp.v1.BundleStatus"> & {
  * Use `create(BundleStatusSchema)` to create a new message.
  */
 export const BundleStatusSchema: GenMessage<BundleStatus> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 15);
+  messageDesc(file_toolpdp_v1_toolpdp, 16);
 
 /**
  * @generated from message toolpdp.v1.ListPendingRequest
@@ -666,7 +721,7 @@ export type ListPendingRequest = Message<"toolpdp.v1.ListPendingRequest"> & {
  * Use `create(ListPendingRequestSchema)` to create a new message.
  */
 export const ListPendingRequestSchema: GenMessage<ListPendingRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 16);
+  messageDesc(file_toolpdp_v1_toolpdp, 17);
 
 /**
  * @generated from message toolpdp.v1.ListPendingResponse
@@ -690,7 +745,7 @@ export type ListPendingResponse = Message<"toolpdp.v1.ListPendingResponse"> & {
  * Use `create(ListPendingResponseSchema)` to create a new message.
  */
 export const ListPendingResponseSchema: GenMessage<ListPendingResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 17);
+  messageDesc(file_toolpdp_v1_toolpdp, 18);
 
 /**
  * PendingAsk is an ask decision no person has answered yet.
@@ -812,7 +867,7 @@ export type PendingAsk = Message<"toolpdp.v1.PendingAsk"> & {
  * Use `create(PendingAskSchema)` to create a new message.
  */
 export const PendingAskSchema: GenMessage<PendingAsk> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 18);
+  messageDesc(file_toolpdp_v1_toolpdp, 19);
 
 /**
  * AwaitDecisionRequest names the ask by decision_id, or by the call_id its
@@ -854,7 +909,7 @@ export type AwaitDecisionRequest = Message<"toolpdp.v1.AwaitDecisionRequest"> & 
  * Use `create(AwaitDecisionRequestSchema)` to create a new message.
  */
 export const AwaitDecisionRequestSchema: GenMessage<AwaitDecisionRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 19);
+  messageDesc(file_toolpdp_v1_toolpdp, 20);
 
 /**
  * @generated from message toolpdp.v1.AwaitDecisionResponse
@@ -902,7 +957,7 @@ export type AwaitDecisionResponse = Message<"toolpdp.v1.AwaitDecisionResponse"> 
  * Use `create(AwaitDecisionResponseSchema)` to create a new message.
  */
 export const AwaitDecisionResponseSchema: GenMessage<AwaitDecisionResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 20);
+  messageDesc(file_toolpdp_v1_toolpdp, 21);
 
 /**
  * @generated from message toolpdp.v1.ToolRef
@@ -924,7 +979,7 @@ export type ToolRef = Message<"toolpdp.v1.ToolRef"> & {
  * Use `create(ToolRefSchema)` to create a new message.
  */
 export const ToolRefSchema: GenMessage<ToolRef> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 21);
+  messageDesc(file_toolpdp_v1_toolpdp, 22);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsRequest
@@ -951,7 +1006,7 @@ export type FilterToolsRequest = Message<"toolpdp.v1.FilterToolsRequest"> & {
  * Use `create(FilterToolsRequestSchema)` to create a new message.
  */
 export const FilterToolsRequestSchema: GenMessage<FilterToolsRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 22);
+  messageDesc(file_toolpdp_v1_toolpdp, 23);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsResponse
@@ -973,7 +1028,7 @@ export type FilterToolsResponse = Message<"toolpdp.v1.FilterToolsResponse"> & {
  * Use `create(FilterToolsResponseSchema)` to create a new message.
  */
 export const FilterToolsResponseSchema: GenMessage<FilterToolsResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 23);
+  messageDesc(file_toolpdp_v1_toolpdp, 24);
 
 /**
  * @generated from message toolpdp.v1.HiddenTool
@@ -995,7 +1050,7 @@ export type HiddenTool = Message<"toolpdp.v1.HiddenTool"> & {
  * Use `create(HiddenToolSchema)` to create a new message.
  */
 export const HiddenToolSchema: GenMessage<HiddenTool> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 24);
+  messageDesc(file_toolpdp_v1_toolpdp, 25);
 
 /**
  * Category is the caller's safety classification of a tool.
