@@ -118,3 +118,18 @@ func (e *Engine) ShowPending(ws string, req *pb.ListPendingRequest) ([]*pb.Pendi
 	}
 	return out, next, nil
 }
+
+// RecentDecisions is up to limit of the decisions of workspace ws's
+// session, newest first.
+func (e *Engine) RecentDecisions(ws, agentID, sessionID string, limit int) []session.Call {
+	if sessionID == "" {
+		return nil
+	}
+	return e.pending.Recent(ws, agentID, sessionID, limit)
+}
+
+// Ask is workspace ws's decision id as it stands (a copy), if held.
+func (e *Engine) Ask(ws, id string) (session.Call, bool) {
+	c, found := e.pending.Get(id, ws, e.cfg.Now())
+	return c, found == session.Found
+}

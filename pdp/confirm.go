@@ -64,6 +64,7 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 		final = e.redecide(ctx, &ask, now)
 	}
 	var halt bool
+	var answeredCall session.Call
 	got, found, answered := e.pending.Answer(id, ws, func(c *session.Call) {
 		c.Answer, c.AnsweredBy = final.Decision, by
 		if final.Decision == pb.Decision_DECISION_DENY {
@@ -73,19 +74,22 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 		}
 		halt = e.sessions.Record(c.Workspace, c.AgentID, c.SessionID, policy.EffectName(c.Answer), c.MaxDenials, now)
 		c.Halt = halt
+		answeredCall = *c
 	}, now)
 	if !answered { // answered by someone else between Get and Answer
 		if err := askState(id, derefCall(got), found); err != nil {
 			return nil, err
 		}
 	}
+	c := &answeredCall
 	remembered := false
-	if final.Decision == pb.Decision_DECISION_ALLOW && req.GetRemember() && got.SessionID != "" && got.Remember != (session.RememberKey{}) {
-		e.sessions.Remember(got.Workspace, got.AgentID, got.SessionID, got.Remember, got.Generation, now.Add(e.cfg.RememberTTL), now)
+	if final.Decision == pb.Decision_DECISION_ALLOW && req.GetRemember() && c.SessionID != "" && c.Remember != (session.RememberKey{}) {
+		e.sessions.Remember(c.Workspace, c.AgentID, c.SessionID, c.Remember, c.Generation, now.Add(e.cfg.RememberTTL), now)
 		remembered = true
 	}
-	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Confirmation, At: now, Confirm: req, Call: logCall(got), Halt: halt, Remembered: remembered,
+	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Confirmation, At: now, Confirm: req, Call: logCall(c), Halt: halt, Remembered: remembered,
 		AnsweredBy: by, Outcome: policy.EffectName(final.Decision), Overruled: overruled(answer, final)})
+	e.tell(AskEvent{Answered: true, Call: answeredCall})
 	return &pb.ConfirmResponse{Decision: final.Decision, Halt: halt}, nil
 }
 

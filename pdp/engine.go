@@ -83,6 +83,7 @@ type Engine struct {
 	gens     atomic.Uint64 // snapshot generations: remembered approvals end with theirs
 	metrics  *metrics
 	memo     *prometheus.CounterVec // decision cache lookups by result
+	asks     askListeners
 
 	mu       sync.Mutex // serialises loads; guards the fields below
 	lastErr  error
@@ -269,7 +270,11 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *
 		call.Request, _ = proto.Marshal(req)
 		call.Response, _ = proto.Marshal(resp)
 	}
+	ev := AskEvent{Call: *call} // before the store shares it
 	e.pending.Add(call)
+	if ev.Call.Decision == pb.Decision_DECISION_ASK {
+		e.tell(ev)
+	}
 	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, Bundles: a.bundles, EvalNs: evalNs, AgentID: agentID, Policy: a.logPolicy})
 	return resp
 }

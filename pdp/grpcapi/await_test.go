@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolpdp/toolpdp/pdp/approver"
+	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -195,5 +197,47 @@ func TestListPendingShowsTheWholeCall(t *testing.T) {
 	p, err = ts.approver.ListPending(ctx, &pb.ListPendingRequest{Reveal: true, MaxArgumentBytes: 1 << 20})
 	if err != nil || !strings.Contains(p.Asks[0].Arguments, secret) || p.Asks[0].ArgumentsTruncated || !p.Asks[0].Revealed || p.Asks[0].Env["GITHUB_TOKEN"] != "plain-looking-value" {
 		t.Errorf("revealed: %v %v", p.Asks[0], err)
+	}
+}
+
+// The approver's address takes approver tokens only, on every call: none,
+// and an agent's workspace token, are UNAUTHENTICATED; an approver token
+// answers for its workspace, and its name is recorded with the answer.
+func TestApproverTokens(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("w"), "agents/data.json": workspaceAgents})
+	tokDir := t.TempDir()
+	const aliceToken = "alice-approver-token-0123456789"
+	if err := os.WriteFile(filepath.Join(tokDir, "alice.token"), []byte(aliceToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	approvers, err := approver.Parse([]string{"acme=" + filepath.Join(tokDir, "alice.token")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf testkit.SyncBuffer
+	dlog, err := decisionlog.New(decisionlog.Config{Writer: &logBuf, QueueSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, serverOpts{bundles: []string{dir}, approver: true, approvers: approvers, dlog: dlog,
+		bind: &Workspaces{Tokens: map[string]string{acmeToken: "acme", globexToken: "globex"}}})
+	ask := mustDecide(t, ts.client, as(acmeToken), &pb.DecideRequest{AgentId: "shared", SessionId: "s", ToolName: "Bash"}, pb.Decision_DECISION_ASK)
+	for name, ctx := range map[string]context.Context{"no token": context.Background(), "the agent's workspace token": as(acmeToken), "a wrong token": as("alice-approver-token-01234567xx")} {
+		if _, err := ts.approver.ListPending(ctx, &pb.ListPendingRequest{}); status.Code(err) != codes.Unauthenticated {
+			t.Errorf("ListPending with %s: %v", name, err)
+		}
+		if _, err := ts.approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); status.Code(err) != codes.Unauthenticated {
+			t.Errorf("Confirm with %s: %v", name, err)
+		}
+	}
+	if p, err := ts.approver.ListPending(as(aliceToken), &pb.ListPendingRequest{}); err != nil || len(p.Asks) != 1 {
+		t.Fatalf("ListPending with alice's token: %v %v", p, err)
+	}
+	if _, err := ts.approver.Confirm(as(aliceToken), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); err != nil {
+		t.Fatal(err)
+	}
+	dlog.Close()
+	if !strings.Contains(logBuf.String(), `"answered_by":"alice (approver token)"`) {
+		t.Errorf("the decision log does not say who answered:\n%s", logBuf.String())
 	}
 }

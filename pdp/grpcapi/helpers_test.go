@@ -20,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/approver"
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -38,25 +39,26 @@ type testServer struct {
 }
 
 type serverOpts struct {
-	bundles  []string
-	unix     bool               // listen on a unix socket instead of TCP
-	watch    bool               // run the engine: watch files, poll bundle servers, sweep sessions
-	register func(*grpc.Server) // extra services, registered before Serve
-	now      func() time.Time   // clock; time.Now when nil
-	sessions int                // sessions held at most; 1000 when 0
-	idle     time.Duration      // session idle timeout; 1h when 0
-	noLoad   bool               // do not load before serving
-	logTo    io.Writer          // server log; discarded when nil
-	timeout  time.Duration      // evaluation bound; 5s when zero
-	poll     time.Duration      // watcher's content poll; 500ms when zero
-	verify   *bundle.VerificationConfig
-	creds    credentials.TransportCredentials // server TLS
-	dialTLS  credentials.TransportCredentials // the test client's
-	bind     *Workspaces
-	approver bool          // a separate approver listener (serve --confirm-listen)
-	remember time.Duration // --remember-ttl
-	dlog     *decisionlog.Log
-	remote   bundles.Credentials // for bundle servers
+	bundles   []string
+	unix      bool               // listen on a unix socket instead of TCP
+	watch     bool               // run the engine: watch files, poll bundle servers, sweep sessions
+	register  func(*grpc.Server) // extra services, registered before Serve
+	now       func() time.Time   // clock; time.Now when nil
+	sessions  int                // sessions held at most; 1000 when 0
+	idle      time.Duration      // session idle timeout; 1h when 0
+	noLoad    bool               // do not load before serving
+	logTo     io.Writer          // server log; discarded when nil
+	timeout   time.Duration      // evaluation bound; 5s when zero
+	poll      time.Duration      // watcher's content poll; 500ms when zero
+	verify    *bundle.VerificationConfig
+	creds     credentials.TransportCredentials // server TLS
+	dialTLS   credentials.TransportCredentials // the test client's
+	bind      *Workspaces
+	approver  bool             // a separate approver listener (serve --confirm-listen)
+	approvers *approver.Tokens // tokens the approver listener requires
+	remember  time.Duration    // --remember-ttl
+	dlog      *decisionlog.Log
+	remote    bundles.Credentials // for bundle servers
 }
 
 func startServer(t *testing.T, o serverOpts) *testServer {
@@ -86,7 +88,7 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 		o.bind.Logger = log
 	}
 	srv, _, err := New(engine, Config{MaxArgsBytes: 64 << 10, Logger: log, Registerer: reg, Creds: o.creds, Workspaces: o.bind,
-		SeparateApprover: o.approver})
+		SeparateApprover: o.approver, Approvers: o.approvers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/approver"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -48,6 +49,10 @@ type Config struct {
 	// SeparateApprover: Confirm and ListPending are served only on
 	// connections of an ApproverListener (serve --confirm-listen).
 	SeparateApprover bool
+	// Approvers are the tokens every call on an approver connection must
+	// present; nil: approver connections are not authenticated here (a
+	// unix socket in a directory the agent does not mount).
+	Approvers *approver.Tokens
 
 	// MaxInflightBytes bounds the encoded bytes of Decide requests being
 	// decided at once; DefaultMaxInflightBytes when 0.
@@ -135,7 +140,7 @@ func (s *Server) chain(metrics *grpcprom.ServerMetrics) []grpc.UnaryServerInterc
 		recovery.UnaryServerInterceptor(onPanic),
 	}
 	if s.cfg.SeparateApprover {
-		chain = append(chain, approverGate)
+		chain = append(chain, approverGate, s.approverAuth)
 	}
 	chain = append(chain, s.validate)
 	if s.cfg.Workspaces.enabled() {
