@@ -21,13 +21,13 @@ func benchEngine(b *testing.B, cache int, paths ...string) *Engine {
 func benchDecide(b *testing.B, e *Engine, req *pb.DecideRequest, want pb.Decision) {
 	b.Helper()
 	ctx := context.Background()
-	if got := e.Decide(ctx, "", req).Decision; got != want {
-		b.Fatalf("%s: got %s, want %s", req.ToolName, got, want)
+	if got, err := e.Decide(ctx, "", req); err != nil || got.Decision != want {
+		b.Fatalf("%s: got %v (%v), want %s", req.ToolName, got, err, want)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		e.Decide(ctx, "", req)
+		_, _ = e.Decide(ctx, "", req)
 	}
 }
 

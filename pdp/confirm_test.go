@@ -15,9 +15,8 @@ import (
 func TestConfirmAndReportRefusals(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{"agents/data.json": testkit.SessionAgents})
 	e := loadedEngine(t, Config{Bundles: []string{dir}})
-	ctx := context.Background()
-	ask := e.Decide(ctx, "acme", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "bash", CallId: "c1"})
-	deny := e.Decide(ctx, "acme", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "rm"})
+	ask := decide(t, e, "acme", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "bash", CallId: "c1"})
+	deny := decide(t, e, "acme", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "rm"})
 	if ask.Decision != pb.Decision_DECISION_ASK || deny.Decision != pb.Decision_DECISION_DENY {
 		t.Fatalf("decisions: %v, %v", ask.Decision, deny.Decision)
 	}

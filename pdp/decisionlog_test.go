@@ -81,8 +81,7 @@ func TestDecisionLogHoldsNoSecret(t *testing.T) {
 		"credsvalue4env":                                        "env CREDS (name, red team)",
 		"hunter2free":                                           "Confirm deny_message: password is … (red team)",
 	}
-	ctx := context.Background()
-	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read",
+	decide(t, e, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read",
 		Env: map[string]string{"OPENAI_KEY": "sk-proj-Zq8xA1b2C3d4E5f6G7h8", "GITHUB_PAT": "plainvalue4pat",
 			"DATABASE_URL": "postgres://u:dbpass4url@db.internal/app", "GH": "gho_0123456789abcdefghijABCDEFGHIJ012345", "PATH": "/usr/bin"},
 		Args: testkit.Struct(t, map[string]any{
@@ -96,15 +95,15 @@ func TestDecisionLogHoldsNoSecret(t *testing.T) {
 				"https://hooks.slack.com/services/T000/B000/XXXXsecretXXXX", "ssh admin:userpw4ip@10.0.0.1"},
 			"pass": "passvalue4arg",
 		})})
-	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read", Env: map[string]string{"MY_KEY": "keyvalue4env", "CREDS": "credsvalue4env"}})
-	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{
+	decide(t, e, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read", Env: map[string]string{"MY_KEY": "keyvalue4env", "CREDS": "credsvalue4env"}})
+	decide(t, e, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{
 		"command": `curl -H "Authorization: Bearer tokBearerInCurl8xY" https://api.example.com && git clone https://x:github_pat_11ABCDEFG0123456789_abcdefghijk@github.com/o/r`})})
-	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{
+	decide(t, e, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{
 		"command": `PGPASSWORD=pgpass4env psql --password=hunter2pw -h db`})})
-	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Write", Args: testkit.Struct(t, map[string]any{
+	decide(t, e, "", &pb.DecideRequest{SessionId: "s", ToolName: "Write", Args: testkit.Struct(t, map[string]any{
 		"file_path": "/tmp/key.pem", "content": "-----BEGIN RSA PRIVATE KEY-----\nMIIEpemsecretBODYline\nabc\n-----END RSA PRIVATE KEY-----\n"})})
-	e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read", Args: testkit.Struct(t, map[string]any{"drop_me": true, "x": "droppedbypolicy"})})
-	ask := e.Decide(ctx, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "git push"})})
+	decide(t, e, "", &pb.DecideRequest{SessionId: "s", ToolName: "Read", Args: testkit.Struct(t, map[string]any{"drop_me": true, "x": "droppedbypolicy"})})
+	ask := decide(t, e, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "git push"})})
 	if _, err := e.Confirm(context.Background(), "", "test", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "use xoxp-confirm-secret instead; the password is hunter2free"}); err != nil {
 		t.Fatal(err)
 	}
@@ -143,10 +142,9 @@ func TestDecisionLogLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := loadedEngine(t, Config{Bundles: []string{dir}, EvalTimeout: time.Second, MaxSessions: 10, MaxPending: 10, DecisionLog: dlog})
-	ctx := context.Background()
-	e.Decide(ctx, "", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "rm", Env: map[string]string{"GITHUB_TOKEN": "ghp_x", "PATH": "/bin"},
+	decide(t, e, "", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "rm", Env: map[string]string{"GITHUB_TOKEN": "ghp_x", "PATH": "/bin"},
 		Args: testkit.Struct(t, map[string]any{"path": "/x", "nested": map[string]any{"password": "hunter2"}})})
-	ask := e.Decide(ctx, "", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "bash"})
+	ask := decide(t, e, "", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "bash"})
 	if _, err := e.Confirm(context.Background(), "", "test", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", DenyMessage: "not now"}); err != nil {
 		t.Fatal(err)
 	}
@@ -198,4 +196,14 @@ func loadedEngine(tb testing.TB, c Config) *Engine {
 		tb.Fatal(err)
 	}
 	return e
+}
+
+// decide is e.Decide for a caller of workspace ws, failing tb on a refusal.
+func decide(tb testing.TB, e *Engine, ws string, req *pb.DecideRequest) *pb.DecideResponse {
+	tb.Helper()
+	resp, err := e.Decide(context.Background(), ws, req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp
 }

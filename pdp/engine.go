@@ -20,20 +20,25 @@ import (
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
-// Defaults of Config.
+// Defaults of Config: what a zero field means, and what serve's flags
+// and docs/OPERATING.md show.
 const (
-	DefaultMaxSessions = 10000
-	DefaultSessionIdle = time.Hour
-	DefaultMaxPending  = 10000
-	DefaultPendingTTL  = time.Hour
-	DefaultRememberTTL = time.Hour // how long a remembered approval holds at most
-	DefaultTestTimeout = 30 * time.Second
-	DefaultDebounce    = 200 * time.Millisecond
-	DefaultPoll        = 5 * time.Second
+	DefaultEvalTimeout     = 100 * time.Millisecond
+	DefaultMaxSessions     = 10000
+	DefaultSessionIdle     = time.Hour
+	DefaultMaxSessionBytes = session.DefaultMaxSessionBytes
+	DefaultMaxPending      = 10000
+	DefaultPendingTTL      = time.Hour
+	DefaultMaxPendingBytes = session.DefaultMaxPendingBytes
+	DefaultRememberTTL     = time.Hour // how long a remembered approval holds at most
+	DefaultTestTimeout     = 30 * time.Second
+	DefaultDebounce        = 200 * time.Millisecond
+	DefaultPoll            = 5 * time.Second
+	DefaultDecisionCache   = policy.DefaultMemoEntries
 )
 
 // Config is everything an Engine is built from. Zero values take the
-// defaults above (and the session package's byte bounds).
+// defaults above (withDefaults).
 type Config struct {
 	Bundles []string                   // the --bundle arguments; none: the embedded default agent
 	Verify  *bundle.VerificationConfig // nil: signatures are not checked
@@ -48,7 +53,7 @@ type Config struct {
 	Logger      *slog.Logger
 	Registerer  prometheus.Registerer // nil: metrics are not registered
 	Now         func() time.Time      // clock; time.Now when nil
-	EvalTimeout time.Duration         // bound on building one input and evaluating it; 0: the request's deadline only
+	EvalTimeout time.Duration         // bound on building one input and evaluating it (with the request's deadline)
 	TestTimeout time.Duration         // bound on a bundle's own _test.rego run at each load
 
 	MaxSessions     int
@@ -62,7 +67,7 @@ type Config struct {
 	DecisionLog *decisionlog.Log // nil: decisions are not logged
 
 	// DecisionCache bounds the decisions memoized per snapshot (policy.Memo):
-	// 0 is policy.DefaultMemoEntries, negative turns memoizing off.
+	// negative turns memoizing off.
 	DecisionCache int
 
 	Debounce time.Duration // file events closer than this give one reload
@@ -103,32 +108,7 @@ type active struct {
 
 // New builds an engine with no policy: it denies until a load succeeds.
 func New(c Config) (*Engine, error) {
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	def := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.SessionIdle, DefaultSessionIdle)
-	def(&c.PendingTTL, DefaultPendingTTL)
-	def(&c.RememberTTL, DefaultRememberTTL)
-	def(&c.TestTimeout, DefaultTestTimeout)
-	def(&c.Debounce, DefaultDebounce)
-	def(&c.Poll, DefaultPoll)
-	if c.MaxSessions <= 0 {
-		c.MaxSessions = DefaultMaxSessions
-	}
-	if c.MaxPending <= 0 {
-		c.MaxPending = DefaultMaxPending
-	}
-	if c.DecisionCache == 0 {
-		c.DecisionCache = policy.DefaultMemoEntries
-	}
+	c = c.withDefaults()
 	e := &Engine{
 		sources: &bundles.Sources{Paths: c.Bundles, Verify: c.Verify, Remote: c.Remote,
 			Limits: c.BundleLimits, DownloadTimeout: c.DownloadTimeout},
@@ -145,15 +125,49 @@ func New(c Config) (*Engine, error) {
 	}
 	e.sessions.SetMaxBytes(c.MaxSessionBytes)
 	e.pending.SetMaxBytes(c.MaxPendingBytes)
-	if c.Registerer != nil {
-		cs := append(append(append(e.metrics.collectors(), e.memo), e.sessions.Collectors()...), e.sources.Collectors()...)
-		for _, m := range append(cs, e.pending.Collectors()...) {
-			if err := c.Registerer.Register(m); err != nil {
-				return nil, err
-			}
+	cs := append(append(append(e.metrics.collectors(), e.memo), e.sessions.Collectors()...), e.sources.Collectors()...)
+	for _, m := range append(cs, e.pending.Collectors()...) {
+		if err := c.Registerer.Register(m); err != nil {
+			return nil, err
 		}
 	}
 	return e, nil
+}
+
+// withDefaults is c with every zero field set to its default; a nil
+// Registerer registers into a registry nobody gathers.
+func (c Config) withDefaults() Config {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	orDefault(&c.EvalTimeout, DefaultEvalTimeout)
+	orDefault(&c.SessionIdle, DefaultSessionIdle)
+	orDefault(&c.PendingTTL, DefaultPendingTTL)
+	orDefault(&c.RememberTTL, DefaultRememberTTL)
+	orDefault(&c.TestTimeout, DefaultTestTimeout)
+	orDefault(&c.Debounce, DefaultDebounce)
+	orDefault(&c.Poll, DefaultPoll)
+	orDefault(&c.MaxSessions, DefaultMaxSessions)
+	orDefault(&c.MaxPending, DefaultMaxPending)
+	orDefault(&c.MaxSessionBytes, DefaultMaxSessionBytes)
+	orDefault(&c.MaxPendingBytes, DefaultMaxPendingBytes)
+	if c.DecisionCache == 0 {
+		c.DecisionCache = DefaultDecisionCache
+	}
+	return c
+}
+
+// orDefault sets *v to d when it is zero or negative.
+func orDefault[T int | int64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // OnSwap registers f to be called after every swap of the policy, and at
@@ -224,20 +238,26 @@ func (e *Engine) sweep(ctx context.Context) {
 }
 
 // Decide answers one tool call for a caller of workspace ws ("" when
-// nothing binds callers): pin the session's definition, evaluate with the
-// policy alone, then count the decision, keep it for Confirm and
-// ReportResult, and log it. It fails closed: every error is a deny.
-func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *pb.DecideResponse {
+// nothing binds callers): check the caller may use the agent, pin the
+// session's definition, evaluate with the policy alone, then count the
+// decision, keep it for Confirm and ReportResult, and log it, all with the
+// one snapshot it loads first. It fails closed: every error is a deny; the
+// only refusal is an agent of another workspace (PermissionDenied).
+func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (*pb.DecideResponse, error) {
 	now := e.cfg.Now()
 	a := e.current.Load()
 	if a == nil {
 		resp := policy.Deny(&pb.DecideResponse{DecisionId: NewDecisionID()}, "policy", "no_policy", "no policy is loaded yet: every tool call is denied until a bundle loads")
 		e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, AgentID: req.GetAgentId()})
 		e.metrics.decided(resp, 0)
-		return resp
+		return resp, nil
 	}
 	agentID := policy.AgentID(req.GetAgentId())
 	current := a.snap.Agent(agentID)
+	if ws != "" && current != nil && current.Workspace != "" && current.Workspace != ws {
+		e.log.Warn("decision refused: agent of another workspace", "caller_workspace", ws, "agent_id", agentID, "agent_workspace", current.Workspace)
+		return nil, &Error{Code: PermissionDenied, Message: fmt.Sprintf("agent_id: agent '%s' belongs to another workspace than this caller's (%s)", agentID, ws)}
+	}
 	agent, lost := e.sessions.Pin(ws, agentID, req.GetSessionId(), current, now)
 	evalStart := time.Now()
 	var resp *pb.DecideResponse
@@ -276,7 +296,7 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) *
 		e.tell(ev)
 	}
 	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, Bundles: a.bundles, EvalNs: evalNs, AgentID: agentID, Policy: a.logPolicy})
-	return resp
+	return resp, nil
 }
 
 // evaluate decides with the pinned definition agent, under --eval-timeout.
@@ -290,11 +310,8 @@ func (e *Engine) evaluate(ctx context.Context, a *active, agentID string, agent,
 		policy.BoundMessages(resp)
 		return resp
 	}
-	if e.cfg.EvalTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.cfg.EvalTimeout)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.EvalTimeout)
+	defer cancel()
 	resp, hit, err := snap.DecideMemo(ctx, req, agent, a.memo)
 	if a.memo != nil {
 		if hit {

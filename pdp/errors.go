@@ -11,9 +11,10 @@ const (
 	InvalidArgument    Code = iota + 1 // the request says something invalid or contradictory
 	NotFound                           // the decision it names is unknown, forgotten or another workspace's
 	FailedPrecondition                 // the decision it names is in the wrong state
+	PermissionDenied                   // the caller may not use the agent it names
 )
 
-// Error is a refused Confirm, ReportResult or ListPending.
+// Error is a refused Decide, Confirm, ReportResult or ListPending.
 type Error struct {
 	Code    Code
 	Message string

@@ -47,8 +47,14 @@ func (tw *twins) decide(t *testing.T, step int, req *pb.DecideRequest) *pb.Decid
 	if a := tw.cached.current.Load(); a != nil && a.memo != nil {
 		a.snap.DecideMemo(ctx, req, nil, a.memo)
 	}
-	got := tw.cached.Decide(ctx, "", req)
-	want := tw.plain.Decide(ctx, "", req)
+	got, err := tw.cached.Decide(ctx, "", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tw.plain.Decide(ctx, "", req)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tw.ids[step] = [2]string{got.DecisionId, want.DecisionId}
 	compareResponses(t, fmt.Sprintf("step %d %s", step, req.GetToolName()), got, want)
 	return got
@@ -115,9 +121,14 @@ func TestDecisionCacheConformance(t *testing.T) {
 	if len(files) == 0 {
 		t.Skipf("no conformance corpus at %s: a clone that stands alone", corpusDir)
 	}
-	hits := 0.0
+	hits, pending := 0.0, testkit.PendingConformance(t)
 	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { hits += runCorpusTwins(t, f) })
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			if issue, ok := pending[filepath.Base(f)]; ok {
+				t.Skipf("pending: issue %s (testdata/conformance-pending)", issue)
+			}
+			hits += runCorpusTwins(t, f)
+		})
 	}
 	if hits == 0 {
 		t.Error("the cache never answered: the comparison proved nothing")

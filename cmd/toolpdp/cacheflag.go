@@ -4,22 +4,28 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/toolpdp/toolpdp/pdp/policy"
+	"github.com/toolpdp/toolpdp/pdp"
 )
 
-// cacheFlag is --decision-cache: true (the default size), false or 0
-// (off), or a number of decisions kept per policy snapshot.
-type cacheFlag int
+// cacheFlag is --decision-cache, written into pdp.Config.DecisionCache:
+// true (the default size), false or 0 (off: -1), or a number of decisions
+// kept per policy snapshot.
+type cacheFlag struct{ n *int }
 
-func (c *cacheFlag) String() string { return strconv.Itoa(int(*c)) }
+func (c cacheFlag) String() string {
+	if c.n == nil {
+		return ""
+	}
+	return strconv.Itoa(max(*c.n, 0))
+}
 
-func (c *cacheFlag) IsBoolFlag() bool { return true }
+func (c cacheFlag) IsBoolFlag() bool { return true }
 
-func (c *cacheFlag) Set(v string) error {
+func (c cacheFlag) Set(v string) error {
 	if b, err := strconv.ParseBool(v); err == nil {
-		*c = cacheFlag(policy.DefaultMemoEntries)
+		*c.n = pdp.DefaultDecisionCache
 		if !b {
-			*c = 0
+			*c.n = -1
 		}
 		return nil
 	}
@@ -27,14 +33,9 @@ func (c *cacheFlag) Set(v string) error {
 	if err != nil || n < 0 {
 		return fmt.Errorf("%q is not true, false or a number of decisions", v)
 	}
-	*c = cacheFlag(n)
-	return nil
-}
-
-// config is the flag as pdp.Config.DecisionCache reads it.
-func (c cacheFlag) config() int {
-	if c == 0 {
-		return -1
+	*c.n = n
+	if n == 0 {
+		*c.n = -1
 	}
-	return int(c)
+	return nil
 }

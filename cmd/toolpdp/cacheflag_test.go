@@ -18,12 +18,12 @@ func TestDecisionCacheFlag(t *testing.T) {
 		if err := parse(list); err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}
-		if got := c.decisionCache.config(); got != want {
+		if got := c.Engine.DecisionCache; got != want {
 			t.Errorf("%q: %d, want %d", args, got, want)
 		}
 	}
 	c, parse := serveFlags(io.Discard)
 	if err := parse([]string{"--decision-cache=-3"}); err == nil {
-		t.Errorf("a negative size was accepted: %d", c.decisionCache)
+		t.Errorf("a negative size was accepted: %d", c.Engine.DecisionCache)
 	}
 }

@@ -65,14 +65,14 @@ func TestServeFlagsFromEnv(t *testing.T) {
 	if err := parse([]string{"--log-level", "warn"}); err != nil {
 		t.Fatal(err)
 	}
-	if c.evalTimeout != 250*time.Millisecond || !c.waitForBundle || strings.Join(c.bundles, " ") != "/a /b" || c.remote.TokenFile != "/var/run/secrets/token" {
-		t.Errorf("from env: timeout %v, wait %v, bundles %v, token %q", c.evalTimeout, c.waitForBundle, c.bundles, c.remote.TokenFile)
+	if c.Engine.EvalTimeout != 250*time.Millisecond || !c.WaitForBundle || strings.Join(c.Engine.Bundles, " ") != "/a /b" || c.Engine.Remote.TokenFile != "/var/run/secrets/token" {
+		t.Errorf("from env: timeout %v, wait %v, bundles %v, token %q", c.Engine.EvalTimeout, c.WaitForBundle, c.Engine.Bundles, c.Engine.Remote.TokenFile)
 	}
 	if c.logLevel != "warn" {
 		t.Errorf("the flag must win over TOOLPDP_LOG_LEVEL: %q", c.logLevel)
 	}
-	if c.metricsListen != "127.0.0.1:8788" {
-		t.Errorf("an empty variable is unset: metrics-listen %q", c.metricsListen)
+	if c.MetricsListen != "127.0.0.1:8788" {
+		t.Errorf("an empty variable is unset: metrics-listen %q", c.MetricsListen)
 	}
 	t.Setenv("TOOLPDP_EVAL_TIMEOUT", "soon")
 	_, parse = serveFlags(&strings.Builder{})

@@ -12,6 +12,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/toolpdp/toolpdp/integrations/claudecode"
+	"github.com/toolpdp/toolpdp/pdp/server"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -38,7 +39,7 @@ func hook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return errUsage
 	}
 	fs := newFlagSet("hook claude-code", stderr)
-	addr := fs.String("addr", DefaultListen, "the sidecar: host:port or unix:///path (env TOOLPDP_ADDR)")
+	addr := fs.String("addr", server.DefaultListen, "the sidecar: host:port or unix:///path (env TOOLPDP_ADDR)")
 	agent := fs.String("agent-id", "", "the agent definition to decide under; empty means default (env TOOLPDP_AGENT_ID)")
 	timeout := fs.Duration("timeout", claudecode.DefaultTimeout, "bound on each call to the sidecar; past it a tool call is denied (keep it well under the hook's timeout in Claude Code's settings)")
 	withSynopsis(fs, "toolpdp hook claude-code [--addr ADDR] [--agent-id ID] [--timeout D] < event.json")

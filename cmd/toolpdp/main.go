@@ -25,6 +25,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/toolpdp/toolpdp/pdp/server"
 )
 
 const usage = `usage:
@@ -44,8 +46,9 @@ http(s):// URL of a bundle server (OPA's bundle protocol, with credentials).
 Run 'toolpdp COMMAND --help' for a command's flags.
 `
 
-// errUsage marks a usage error: exit code 2.
-var errUsage = errors.New("usage")
+// errUsage marks a usage error: exit code 2. The server's own (a Config
+// no server is built from) is the same error.
+var errUsage = server.ErrUsage
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -175,10 +175,10 @@ func TestKubernetesManifests(t *testing.T) {
 
 	// Socket: the --listen path lies in the shared volume, mounted in both
 	// containers at the same place, and the agent is told that address.
-	if len(cfg.listens) != 1 || !strings.HasPrefix(cfg.listens[0], "unix://") {
-		t.Fatalf("--listen %v: want one unix socket", cfg.listens)
+	if len(cfg.Listen) != 1 || !strings.HasPrefix(cfg.Listen[0], "unix://") {
+		t.Fatalf("--listen %v: want one unix socket", cfg.Listen)
 	}
-	sock := strings.TrimPrefix(cfg.listens[0], "unix://")
+	sock := strings.TrimPrefix(cfg.Listen[0], "unix://")
 	if filepath.Dir(sock) != sidecar.mount("toolpdp-socket") || sidecar.mount("toolpdp-socket") != agent.mount("toolpdp-socket") {
 		t.Fatalf("socket %s: mounted at %q (sidecar) and %q (agent)", sock, sidecar.mount("toolpdp-socket"), agent.mount("toolpdp-socket"))
 	}
@@ -188,19 +188,19 @@ func TestKubernetesManifests(t *testing.T) {
 			agentAddr = e.Value
 		}
 	}
-	if agentAddr != cfg.listens[0] {
-		t.Fatalf("agent TOOLPDP_ADDR %q, sidecar --listen %q", agentAddr, cfg.listens[0])
+	if agentAddr != cfg.Listen[0] {
+		t.Fatalf("agent TOOLPDP_ADDR %q, sidecar --listen %q", agentAddr, cfg.Listen[0])
 	}
-	if cfg.socketMode != "0660" || pod.SecurityContext.FSGroup == 0 {
-		t.Fatalf("socket mode %s with fsGroup %d: the agent reaches a 0660 socket through the pod's group", cfg.socketMode, pod.SecurityContext.FSGroup)
+	if cfg.SocketMode != 0o660 || pod.SecurityContext.FSGroup == 0 {
+		t.Fatalf("socket mode %o with fsGroup %d: the agent reaches a 0660 socket through the pod's group", cfg.SocketMode, pod.SecurityContext.FSGroup)
 	}
 
 	// The approver's socket (--confirm-listen) lies in a volume mounted into
 	// the sidecar and the approver, and into no container that runs tools.
-	if len(cfg.confirmListens) != 1 || !strings.HasPrefix(cfg.confirmListens[0], "unix://") {
-		t.Fatalf("--confirm-listen %v: want one unix socket (loopback TCP is shared by every container of the pod)", cfg.confirmListens)
+	if len(cfg.ConfirmListen) != 1 || !strings.HasPrefix(cfg.ConfirmListen[0], "unix://") {
+		t.Fatalf("--confirm-listen %v: want one unix socket (loopback TCP is shared by every container of the pod)", cfg.ConfirmListen)
 	}
-	approverSock := strings.TrimPrefix(cfg.confirmListens[0], "unix://")
+	approverSock := strings.TrimPrefix(cfg.ConfirmListen[0], "unix://")
 	dir := filepath.Dir(approverSock)
 	if sidecar.mount("toolpdp-approver-socket") != dir || approver.mount("toolpdp-approver-socket") != dir {
 		t.Fatalf("approver socket %s: mounted at %q (sidecar) and %q (approver)", approverSock, sidecar.mount("toolpdp-approver-socket"), approver.mount("toolpdp-approver-socket"))
@@ -217,9 +217,9 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 
 	// Probes: gRPC health on the --health-listen port, declared as a port.
-	_, port, err := net.SplitHostPort(cfg.healthListen)
+	_, port, err := net.SplitHostPort(cfg.HealthListen)
 	if err != nil {
-		t.Fatalf("--health-listen %q: %v", cfg.healthListen, err)
+		t.Fatalf("--health-listen %q: %v", cfg.HealthListen, err)
 	}
 	for name, p := range map[string]*probe{"startup": sidecar.StartupProbe, "readiness": sidecar.ReadinessProbe, "liveness": sidecar.LivenessProbe} {
 		if p == nil || p.GRPC == nil || strconv.Itoa(p.GRPC.Port) != port {
@@ -229,8 +229,8 @@ func TestKubernetesManifests(t *testing.T) {
 
 	// Bundle: --bundle is the ConfigMap volume's mount; the ConfigMap exists
 	// and what it holds is a valid bundle.
-	if cfg.bundles[0] != sidecar.mount("toolpdp-bundle") {
-		t.Fatalf("--bundle %s, bundle volume mounted at %s", cfg.bundles[0], sidecar.mount("toolpdp-bundle"))
+	if cfg.Engine.Bundles[0] != sidecar.mount("toolpdp-bundle") {
+		t.Fatalf("--bundle %s, bundle volume mounted at %s", cfg.Engine.Bundles[0], sidecar.mount("toolpdp-bundle"))
 	}
 	cm := objects["ConfigMap"]
 	files := map[string]string{}
@@ -282,12 +282,12 @@ func TestKubernetesManifests(t *testing.T) {
 			open = append(open, fmt.Sprint(p.Port))
 		}
 	}
-	_, metricsPort, _ := net.SplitHostPort(cfg.metricsListen)
+	_, metricsPort, _ := net.SplitHostPort(cfg.MetricsListen)
 	annotations := objects["Deployment"].Spec.Template.Metadata.Annotations
 	want := []string{}
 	if annotations["prometheus.io/scrape"] == "true" {
 		if annotations["prometheus.io/port"] != metricsPort {
-			t.Errorf("scrape port %q, --metrics-listen %q", annotations["prometheus.io/port"], cfg.metricsListen)
+			t.Errorf("scrape port %q, --metrics-listen %q", annotations["prometheus.io/port"], cfg.MetricsListen)
 		}
 		want = []string{metricsPort}
 	}
@@ -300,8 +300,8 @@ func TestKubernetesManifests(t *testing.T) {
 			approverAddr = e.Value
 		}
 	}
-	if approverAddr != cfg.confirmListens[0] {
-		t.Errorf("approver TOOLPDP_ADDR %q, sidecar --confirm-listen %q", approverAddr, cfg.confirmListens[0])
+	if approverAddr != cfg.ConfirmListen[0] {
+		t.Errorf("approver TOOLPDP_ADDR %q, sidecar --confirm-listen %q", approverAddr, cfg.ConfirmListen[0])
 	}
 }
 

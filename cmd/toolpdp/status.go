@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/toolpdp/toolpdp/pdp/server"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -18,7 +19,7 @@ import (
 // It exits 1 when the last reload was rejected or no policy is loaded.
 func status(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", stderr)
-	addr := fs.String("addr", DefaultListen, "the server: host:port or unix:///path (env TOOLPDP_ADDR)")
+	addr := fs.String("addr", server.DefaultListen, "the server: host:port or unix:///path (env TOOLPDP_ADDR)")
 	withSynopsis(fs, "toolpdp status [--addr ADDR]")
 	if err := parseEnv(fs, args); err != nil {
 		return err
@@ -48,7 +49,7 @@ func status(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 // pending lists the asks a running server holds for a person to answer.
 func pending(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("pending", stderr)
-	addr := fs.String("addr", DefaultListen, "the server: host:port or unix:///path (env TOOLPDP_ADDR)")
+	addr := fs.String("addr", server.DefaultListen, "the server: host:port or unix:///path (env TOOLPDP_ADDR)")
 	agent := fs.String("agent", "", "only this agent's asks")
 	withSynopsis(fs, "toolpdp pending [--addr ADDR] [--agent ID]")
 	if err := parseEnv(fs, args); err != nil {

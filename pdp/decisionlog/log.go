@@ -18,8 +18,12 @@ import (
 // entrypoint, as OPA names it in its own decision logs.
 const DecisionPath = "toolpdp/decision/result"
 
-// DefaultQueueBytes bounds the memory the decision-log queue holds.
-const DefaultQueueBytes = 16 << 20
+// Defaults of Config: the decisions queued at most, and the memory they
+// hold at most.
+const (
+	DefaultQueueSize  = 10000
+	DefaultQueueBytes = 16 << 20
+)
 
 // Log writes every decision as one JSON line, in OPA's decision-log
 // shape plus toolpdp's reasons, and denials and confirmations as events in
@@ -46,15 +50,35 @@ type Log struct {
 	maxBytes int64
 }
 
-// Config shapes a Log.
+// Config shapes a Log. Zero values take the defaults (withDefaults).
 type Config struct {
 	Writer     io.Writer // stdout, or a rotating file
-	QueueSize  int
-	QueueBytes int64    // bound on the memory queued entries hold (estimated); DefaultQueueBytes when 0
-	Block      bool     // when the queue is full: block the request (true) or drop the entry (false)
-	Redact     []string // names to mask; DefaultRedact when nil
+	QueueSize  int       // entries queued at most
+	QueueBytes int64     // bound on the memory queued entries hold (estimated)
+	Block      bool      // when the queue is full: block the request (true) or drop the entry (false)
+	Redact     []string  // names to mask; DefaultRedact when nil
 	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	Registerer prometheus.Registerer // nil: metrics go to a registry nobody gathers
+}
+
+// withDefaults is c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Redact == nil {
+		c.Redact = DefaultRedact
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.QueueBytes <= 0 {
+		c.QueueBytes = DefaultQueueBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	return c
 }
 
 // Kind is what an entry records.
@@ -127,12 +151,7 @@ func (e *Entry) size() int64 {
 
 // New starts the writer goroutine; Close drains and stops it.
 func New(c Config) (*Log, error) {
-	if c.Redact == nil {
-		c.Redact = DefaultRedact
-	}
-	if c.QueueBytes <= 0 {
-		c.QueueBytes = DefaultQueueBytes
-	}
+	c = c.withDefaults()
 	d := &Log{
 		queue: make(chan Entry, c.QueueSize), w: c.Writer, block: c.Block, names: newNameMatcher(c.Redact), log: c.Logger,
 		done:     make(chan struct{}),
@@ -143,14 +162,12 @@ func New(c Config) (*Log, error) {
 		maskErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_mask_errors_total", Help: "Decision-log lines whose bundle mask policy (system.log) failed; the line is not written."}),
 	}
 	d.space = sync.NewCond(&d.mu)
-	if c.Registerer != nil {
-		queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_decision_log_queue_bytes",
-			Help: "Memory the queued decision-log entries hold (estimated; bounded by --decision-log-queue-bytes)."},
-			func() float64 { d.mu.Lock(); defer d.mu.Unlock(); return float64(d.queued) })
-		for _, m := range []prometheus.Collector{d.dropped, d.written, d.maskErrs, queued} {
-			if err := c.Registerer.Register(m); err != nil {
-				return nil, err
-			}
+	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_decision_log_queue_bytes",
+		Help: "Memory the queued decision-log entries hold (estimated; bounded by --decision-log-queue-bytes)."},
+		func() float64 { d.mu.Lock(); defer d.mu.Unlock(); return float64(d.queued) })
+	for _, m := range []prometheus.Collector{d.dropped, d.written, d.maskErrs, queued} {
+		if err := c.Registerer.Register(m); err != nil {
+			return nil, err
 		}
 	}
 	go d.run()

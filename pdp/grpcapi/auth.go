@@ -3,7 +3,6 @@ package grpcapi
 import (
 	"context"
 	"crypto/subtle"
-	"log/slog"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -13,7 +12,6 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/toolpdp/toolpdp/pdp/policy"
 	"github.com/toolpdp/toolpdp/pdp/tokenfile"
 )
 
@@ -27,8 +25,7 @@ type Workspaces struct {
 	// Files are workspaces' token files (workspace → file), kept current
 	// by their owner (tokenfile.File.Run): a rotated token is accepted,
 	// and the one it replaced refused, from the next read on.
-	Files  map[string]*tokenfile.File
-	Logger *slog.Logger
+	Files map[string]*tokenfile.File
 }
 
 func (w *Workspaces) enabled() bool {
@@ -95,14 +92,4 @@ func (w *Workspaces) match(token string) (string, bool) {
 		}
 	}
 	return found, ok
-}
-
-// allow checks a bound caller against the agent's workspace.
-func (w *Workspaces) allow(ctx context.Context, agentID string, agent *policy.Agent) error {
-	ws, bound := callerWorkspace(ctx)
-	if !bound || agent == nil || agent.Workspace == "" || agent.Workspace == ws {
-		return nil
-	}
-	w.Logger.Warn("decision refused: agent of another workspace", "caller_workspace", ws, "agent_id", agentID, "agent_workspace", agent.Workspace)
-	return status.Errorf(codes.PermissionDenied, "agent_id: agent '%s' belongs to another workspace than this caller's (%s)", agentID, ws)
 }

@@ -6,40 +6,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolpdp/toolpdp/pdp/decisiontest"
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
 // conformanceDir is shared/conformance, beside the repository.
 const conformanceDir = "../../../shared/conformance"
 
-// pendingList is the one list of conformance files whose feature is not
-// built yet, a line each: the file's name and the issue that will make it
-// pass. ../shared/tools/run-conformance reads the same file.
-const pendingList = "../../testdata/conformance-pending"
-
-// pendingConformance reads pendingList; nothing else is skipped.
-func pendingConformance(t *testing.T) map[string]string {
-	t.Helper()
-	b, err := os.ReadFile(pendingList)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	pending := map[string]string{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 0 {
-			pending[f[0]] = strings.Join(f[1:], " ")
-		}
-	}
-	return pending
-}
+// pendingList is testkit.PendingConformance's file, named in skips.
+const pendingList = "testdata/conformance-pending"
 
 // conformanceFiles lists shared/conformance; a clone standing alone (no
 // shared/ beside it) skips, saying so: CI has it.
@@ -55,7 +34,7 @@ func conformanceFiles(t *testing.T) []string {
 // TestConformance runs every file of shared/conformance through a
 // real server over gRPC, with reloads done by rewriting the bundle on disk.
 func TestConformance(t *testing.T) {
-	pending := pendingConformance(t)
+	pending := testkit.PendingConformance(t)
 	for _, f := range conformanceFiles(t) {
 		name := filepath.Base(f)
 		t.Run(name, func(t *testing.T) {

@@ -84,9 +84,6 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.bind != nil {
-		o.bind.Logger = log
-	}
 	srv, _, err := New(engine, Config{MaxArgsBytes: 64 << 10, Logger: log, Registerer: reg, Creds: o.creds, Workspaces: o.bind,
 		SeparateApprover: o.approver, Approvers: o.approvers})
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 )
 
 // TestMessages reads every message a conformance run produces — the
@@ -22,7 +24,7 @@ func TestMessages(t *testing.T) {
 		t.Logf("no conformance corpus at %s: only this repository's cases are read", conformanceDir)
 	}
 	seen, read := map[string]bool{}, 0
-	pending := pendingConformance(t)
+	pending := testkit.PendingConformance(t)
 	for _, f := range files {
 		res := runConformance(t, f)
 		for _, fl := range res.Failures {

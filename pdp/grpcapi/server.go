@@ -39,11 +39,15 @@ const (
 	MaxIDBytes       = 256 // agent_id, session_id, server, call_id, decision_id
 )
 
-// Config shapes the gRPC server.
+// DefaultMaxArgsBytes bounds a request's encoded args when Config does not.
+const DefaultMaxArgsBytes = 1 << 20
+
+// Config shapes the gRPC server. Zero values take the defaults
+// (withDefaults).
 type Config struct {
 	MaxArgsBytes int // bound on a request's args (encoded); the message limit follows from it
 	Logger       *slog.Logger
-	Registerer   prometheus.Registerer
+	Registerer   prometheus.Registerer            // nil: metrics go to a registry nobody gathers
 	Creds        credentials.TransportCredentials // TLS or mTLS; nil: plaintext
 	Workspaces   *Workspaces                      // caller binding; nil: none
 	// SeparateApprover: Confirm and ListPending are served only on
@@ -82,6 +86,7 @@ type Server struct {
 // and one interceptor chain. Health turns SERVING when the engine has a
 // policy in force.
 func New(engine *pdp.Engine, cfg Config) (*grpc.Server, *Server, error) {
+	cfg = cfg.withDefaults()
 	s := &Server{engine: engine, health: health.NewServer(), cfg: cfg, inflight: newByteGate(cfg.MaxInflightBytes), waiters: newWaiters(cfg.MaxWaiters)}
 	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 		grpcprom.WithHistogramBuckets([]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .25, 1}),
@@ -110,6 +115,23 @@ func New(engine *pdp.Engine, cfg Config) (*grpc.Server, *Server, error) {
 	s.health.SetServingStatus(pb.DecisionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	engine.OnSwap(func(*policy.Snapshot) { s.MarkServing(true) })
 	return srv, s, nil
+}
+
+// withDefaults is c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.MaxArgsBytes <= 0 {
+		c.MaxArgsBytes = DefaultMaxArgsBytes
+	}
+	if c.MaxInflightBytes <= 0 {
+		c.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	return c
 }
 
 // chain is the one interceptor chain every call passes, outermost first:
@@ -262,16 +284,9 @@ func (s *Server) Shutdown() { s.health.Shutdown() }
 
 // Decide implements DecisionService.
 func (s *Server) Decide(ctx context.Context, req *pb.DecideRequest) (*pb.DecideResponse, error) {
-	if s.cfg.Workspaces.enabled() {
-		if snap := s.engine.Snapshot(); snap != nil {
-			id := policy.AgentID(req.GetAgentId())
-			if err := s.cfg.Workspaces.allow(ctx, id, snap.Agent(id)); err != nil {
-				return nil, err
-			}
-		}
-	}
 	ws, _ := callerWorkspace(ctx)
-	return s.engine.Decide(ctx, ws, req), nil
+	resp, err := s.engine.Decide(ctx, ws, req)
+	return resp, statusOf(err)
 }
 
 // Health is the server's health service, to serve on a probe listener too.
@@ -337,6 +352,7 @@ func statusOf(err error) error {
 	if !errors.As(err, &e) {
 		return status.Error(codes.Internal, err.Error())
 	}
-	code := map[pdp.Code]codes.Code{pdp.InvalidArgument: codes.InvalidArgument, pdp.NotFound: codes.NotFound, pdp.FailedPrecondition: codes.FailedPrecondition}[e.Code]
+	code := map[pdp.Code]codes.Code{pdp.InvalidArgument: codes.InvalidArgument, pdp.NotFound: codes.NotFound, pdp.FailedPrecondition: codes.FailedPrecondition,
+		pdp.PermissionDenied: codes.PermissionDenied}[e.Code]
 	return status.Error(code, e.Message)
 }

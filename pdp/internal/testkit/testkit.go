@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -20,6 +22,30 @@ import (
 // SessionAgents is an agent "a" with a disabled tool (rm), an asking one
 // (bash) and a cap of 3 consecutive denials.
 const SessionAgents = `{"a": {"tools": [{"type": "agent_toolset", "configs": [{"name": "rm", "enabled": false}, {"name": "bash", "permission_policy": {"type": "always_ask"}}]}], "max_consecutive_denials": 3}}`
+
+// PendingConformance reads testdata/conformance-pending, the one list of
+// conformance files whose feature is not built yet, a line each: the
+// file's name and the issue that will make it pass. Every test that runs
+// the corpus skips exactly these; ../shared/tools/run-conformance reads
+// the same file.
+func PendingConformance(tb testing.TB) map[string]string {
+	tb.Helper()
+	_, here, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(here), "../../../testdata/conformance-pending"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pending := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			pending[f[0]] = strings.Join(f[1:], " ")
+		}
+	}
+	return pending
+}
 
 // WriteBundle writes files (path -> content) into a new temporary
 // directory and returns it.
