@@ -18,12 +18,15 @@ type Tables struct {
 	// OptionAliases maps a program's long options to the short option they
 	// mean, so a rule `rm -rf` sees `rm --recursive --force`.
 	OptionAliases map[string]map[string]string `json:"option_aliases"`
-	// UnsafeEnv are variables that change what a program runs or loads;
-	// "LD_*" is a prefix. Setting one before a command is unseen execution.
+	// UnsafeEnv are the library's unsafe_env_vars, the one list of
+	// variables that make a program load or run other code (the same list
+	// a denylist env policy removes); "LD_*" is a prefix. Setting one
+	// before a command is unseen execution.
 	UnsafeEnv []string `json:"unsafe_env_vars"`
-	// ExecEnv are more variables that name a command some program runs
-	// (GIT_SEQUENCE_EDITOR, GIT_SSH, MANPAGER): setting one before a command
-	// is unseen execution too.
+	// ExecEnv is the shell analysis' own table of what else changes what
+	// runs when set before a command — PATH, variables that name a command
+	// some program runs (GIT_SEQUENCE_EDITOR, GIT_SSH, MANPAGER), git's
+	// GIT_CONFIG_* — which an env policy does not remove.
 	ExecEnv []string `json:"exec_env_vars"`
 	// ProtectedNames are version-control and agent-configuration names
 	// (.git, .claude): a redirect or a writing program aimed into one is
@@ -64,12 +67,9 @@ func (t *Tables) Validate() error {
 	return nil
 }
 
-// unsafeName reports whether assigning name changes what runs: the
-// UnsafeEnv list, and PATH and IFS, which every shell reads.
+// unsafeName reports whether assigning name changes what runs: an entry
+// of UnsafeEnv or ExecEnv, compared without case, "*" ending a prefix.
 func (t *Tables) unsafeName(name string) bool {
-	if name == "PATH" || name == "IFS" || strings.HasPrefix(name, "GIT_CONFIG") {
-		return true
-	}
 	for _, u := range append(t.UnsafeEnv[:len(t.UnsafeEnv):len(t.UnsafeEnv)], t.ExecEnv...) {
 		if p, ok := strings.CutSuffix(u, "*"); ok {
 			if strings.HasPrefix(strings.ToUpper(name), strings.ToUpper(p)) {

@@ -276,12 +276,21 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	call := &session.Call{Workspace: ws, DecisionID: resp.DecisionId, CallID: req.GetCallId(), AgentID: agentID, SessionID: req.GetSessionId(),
 		ToolName: req.GetToolName(), Created: now, MaxDenials: max, Generation: a.generation}
 	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" {
-		e.rememberedApproval(call, req, resp, now)
+		e.rememberedApproval(ctx, a.snap, call, req, resp, now)
 	}
 	if resp.Halt = e.sessions.Record(ws, agentID, req.GetSessionId(), policy.EffectName(resp.Decision), max, now); resp.Halt {
 		halt := fmt.Sprintf("%d consecutive failures (denials and reported errors) in this session: stop and ask the user how to proceed", max)
 		resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: "session", Rule: "max_consecutive_denials", Effect: pb.Decision_DECISION_DENY, Message: halt})
 		resp.Message = policy.JoinMessages(resp.Message, halt) // the model reads the top-level message, not the reasons
+	}
+	entry := decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, Bundles: a.bundles, EvalNs: evalNs, AgentID: agentID, Policy: a.logPolicy}
+	if e.dlog.Required() && resp.Decision != pb.Decision_DECISION_DENY {
+		if err := e.dlog.RecordRequired(ctx, entry); err != nil {
+			unaudited(resp, err)
+			e.dlog.Record(entry)
+		}
+	} else {
+		e.dlog.Record(entry)
 	}
 	e.metrics.decided(resp, took)
 	call.Decision, call.Message = resp.Decision, resp.Message
@@ -295,8 +304,18 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	if ev.Call.Decision == pb.Decision_DECISION_ASK {
 		e.tell(ev)
 	}
-	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, Bundles: a.bundles, EvalNs: evalNs, AgentID: agentID, Policy: a.logPolicy})
 	return resp, nil
+}
+
+// unaudited turns a decision whose log line could not be written into a
+// deny (--decision-log-required: no audit, no allow).
+func unaudited(resp *pb.DecideResponse, err error) {
+	msg := fmt.Sprintf("denied because this decision could not be recorded in the decision log (%v); the operator requires every decision to be logged: try again later", err)
+	resp.Decision = pb.Decision_DECISION_DENY
+	resp.Message = msg
+	resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: "log", Rule: "decision_log_required", Effect: pb.Decision_DECISION_DENY, Message: msg})
+	resp.Execution = nil
+	policy.BoundMessages(resp)
 }
 
 // evaluate decides with the pinned definition agent, under --eval-timeout.
@@ -330,8 +349,12 @@ func (e *Engine) evaluate(ctx context.Context, a *active, agentID string, agent,
 // exactly this call earlier in the session under this very policy (Confirm
 // with remember); otherwise it notes the key the ask would be remembered by.
 // Only an ask: a remembered approval never turns a deny into anything.
-func (e *Engine) rememberedApproval(call *session.Call, req *pb.DecideRequest, resp *pb.DecideResponse, now time.Time) {
-	key, ok := session.KeyOf(req, resp)
+func (e *Engine) rememberedApproval(ctx context.Context, snap *policy.Snapshot, call *session.Call, req *pb.DecideRequest, resp *pb.DecideResponse, now time.Time) {
+	server, tool, ok := snap.CanonicalTool(ctx, req.GetToolName(), req.GetServer())
+	if !ok {
+		return
+	}
+	key, ok := session.KeyOf(server, tool, req, resp)
 	if !ok {
 		return
 	}

@@ -20,11 +20,13 @@ import (
 )
 
 // check validates bundles the way serve loads them: read, roots, agent
-// definitions, compile. Warnings are printed; errors fail. With --strict,
-// warnings (unknown keys among them) fail too.
+// definitions, compile, the bundles' own _test.rego. Warnings are printed;
+// errors fail (exit 3; failing tests exit 4). With --strict, warnings fail
+// too.
 func check(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", stderr)
-	strict := fs.Bool("strict", false, "treat warnings as errors: an unknown key in an agent definition (a typo such as write_path) fails, with the key meant")
+	strict := fs.Bool("strict", false, "treat warnings as errors")
+	timeout := fs.Duration("timeout", 30*time.Second, "bound on the bundles' _test.rego run")
 	withSynopsis(fs, "toolpdp check [--strict] PATH...   (PATH: a bundle directory or an opa build .tar.gz)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -33,9 +35,9 @@ func check(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		fs.Usage()
 		return errUsage
 	}
-	_, snap, err := compile(ctx, fs.Args())
+	bs, snap, err := compile(ctx, fs.Args())
 	if err != nil {
-		return err
+		return invalidBundle(err)
 	}
 	label := "warning:"
 	if *strict {
@@ -45,7 +47,13 @@ func check(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		fmt.Fprintln(stdout, label, w)
 	}
 	if *strict && len(snap.Warnings) > 0 {
-		return fmt.Errorf("--strict: the %d warning(s) above are errors", len(snap.Warnings))
+		return codedError{exitInvalid, fmt.Errorf("--strict: the %d warning(s) above are errors", len(snap.Warnings))}
+	}
+	// serve refuses a bundle whose tests fail; so does check.
+	if _, fail, err := regoTests(ctx, testConfig{timeout: *timeout}, bs, snap, stdout); err != nil {
+		return err
+	} else if fail > 0 {
+		return codedError{exitTestsFailed, fmt.Errorf("%d of the bundles' tests failed", fail)}
 	}
 	fmt.Fprintf(stdout, "ok: %s (revision %q)\n", strings.Join(fs.Args(), ", "), snap.Revision)
 	return nil
@@ -101,7 +109,7 @@ tests) against the bundles themselves.`)
 	}
 	bs, snap, err := compile(ctx, fs.Args())
 	if err != nil {
-		return err
+		return invalidBundle(err)
 	}
 	pass, fail, err := regoTests(ctx, c, bs, snap, stdout)
 	if err != nil {
@@ -119,7 +127,7 @@ tests) against the bundles themselves.`)
 		fmt.Fprintf(stdout, "PASS: %d/%d\nFAIL: %d/%d\n", pass, pass+fail, fail, pass+fail)
 	}
 	if fail > 0 {
-		return fmt.Errorf("%d of %d tests failed", fail, pass+fail)
+		return codedError{exitTestsFailed, fmt.Errorf("%d of %d tests failed", fail, pass+fail)}
 	}
 	return nil
 }

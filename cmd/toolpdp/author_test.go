@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,17 +61,20 @@ func TestCheckRejectsInvalidDefinitions(t *testing.T) {
 	}
 }
 
-func TestCheckAcceptsValidBundleAndWarnsOnUnknownKeys(t *testing.T) {
+func TestCheckAcceptsValidBundleAndRefusesUnknownKeys(t *testing.T) {
 	dir := bundleDir(t, map[string]string{
 		".manifest":        `{"revision": "v7", "roots": ["agents"]}`,
-		"agents/data.json": `{"coder": {"version": 3, "tools": [{"type": "agent_toolset"}], "colour": "blue"}}`,
+		"agents/data.json": `{"coder": {"version": 3, "tools": [{"type": "agent_toolset"}], "x-colour": "blue"}}`,
 	})
 	out, _, err := runCmd(t, "", "check", dir)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || !strings.Contains(out, `revision "library-0.1.0,v7"`) {
+		t.Fatalf("check: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "warning: "+dir+"/agents/data.json: agent 'coder': colour: unknown key, ignored") || !strings.Contains(out, `revision "library-0.1.0,v7"`) {
-		t.Fatalf("output:\n%s", out)
+	dir = bundleDir(t, map[string]string{"agents/data.json": `{"coder": {"version": 3, "colour": "blue"}}`})
+	_, _, err = runCmd(t, "", "check", dir)
+	var coded codedError
+	if !errors.As(err, &coded) || coded.code != exitInvalid || !strings.Contains(err.Error(), dir+"/agents/data.json: agent 'coder': colour: unknown key") {
+		t.Fatalf("an unknown key: %v", err)
 	}
 }
 

@@ -87,15 +87,15 @@ func TestServeFlagsFromEnv(t *testing.T) {
 	}
 }
 
-// check --strict turns unknown keys into errors, naming the key meant.
+// check --strict turns warnings into errors.
 func TestCheckStrict(t *testing.T) {
-	dir := bundleDir(t, map[string]string{"agents/coder/data.json": `{"execution_policy": {"write_path": ["/srv"]}}`})
+	dir := bundleDir(t, map[string]string{"agents/coder/data.json": `{"mcp_servers": [{"name": "a__b"}]}`})
 	out, _, err := runCmd(t, "", "check", dir)
-	if err != nil || !strings.Contains(out, `agents/coder/data.json: agent 'coder': execution_policy.write_path: unknown key, ignored (did you mean "write_paths"?)`) {
+	if err != nil || !strings.Contains(out, `warning: `+dir+`/agents/coder/data.json: agent 'coder': mcp_servers[0].name: "a__b" contains "__"`) {
 		t.Fatalf("check: %v\n%s", err, out)
 	}
 	out, _, err = runCmd(t, "", "check", "--strict", dir)
-	if err == nil || !strings.Contains(out, `error: `) || !strings.Contains(out, `did you mean "write_paths"?`) {
+	if err == nil || !strings.Contains(out, `error: `) || !strings.Contains(out, `contains "__"`) {
 		t.Fatalf("check --strict: %v\n%s", err, out)
 	}
 }

@@ -11,8 +11,9 @@
 //	toolpdp hook claude-code [--addr ADDR]                 answer one Claude Code hook event from stdin
 //	toolpdp version                                        toolpdp's, Go's and OPA's versions
 //
-// --help, -h and help print the usage and exit 0. Exit codes: 0 success;
-// 1 the bundle, test or request failed; 2 bad usage.
+// --help, -h and help print the usage and exit 0. Exit codes (as Cerbos's):
+// 0 success; 1 a runtime failure; 2 bad usage; 3 a bundle that does not
+// compile or validate; 4 failing tests.
 package main
 
 import (
@@ -21,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"strings"
@@ -50,15 +52,43 @@ Run 'toolpdp COMMAND --help' for a command's flags.
 // no server is built from) is the same error.
 var errUsage = server.ErrUsage
 
+// Exit codes besides 0, 1 and 2.
+const (
+	exitInvalid     = 3 // a bundle does not compile or validate
+	exitTestsFailed = 4 // a bundle's tests fail
+)
+
+// codedError makes main print err and exit with code.
+type codedError struct {
+	code int
+	err  error
+}
+
+func (e codedError) Error() string { return e.err.Error() }
+func (e codedError) Unwrap() error { return e.err }
+
+// invalidBundle marks an error reading, validating or compiling a bundle
+// as exit code 3; a path that cannot be opened stays a runtime failure.
+func invalidBundle(err error) error {
+	if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	return codedError{exitInvalid, err}
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	var code exitCode
+	var coded codedError
 	switch {
 	case err == nil:
 	case errors.As(err, &code): // the command has printed what it had to
 		os.Exit(int(code))
+	case errors.As(err, &coded):
+		fmt.Fprintln(os.Stderr, "toolpdp:", err)
+		os.Exit(coded.code)
 	case errors.Is(err, flag.ErrHelp): // help was asked for and printed
 	case err == errUsage: // the usage is printed already
 		os.Exit(2)

@@ -1,7 +1,11 @@
 package decisionlog
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -33,16 +37,23 @@ const (
 // masked before it is written: values by name and by shape (secrets.go),
 // then by the bundle's own OPA mask policy (mask.go).
 type Log struct {
-	queue    chan Entry
-	w        io.Writer
-	block    bool
-	names    nameMatcher
-	log      *slog.Logger
-	done     chan struct{}
-	once     sync.Once
-	dropped  prometheus.Counter
-	written  prometheus.Counter
-	maskErrs prometheus.Counter
+	queue      chan Entry
+	w          io.Writer
+	block      bool
+	required   bool
+	names      nameMatcher
+	log        *slog.Logger
+	done       chan struct{}
+	abort      chan struct{} // closed when Close stops waiting for a failing writer
+	once       sync.Once
+	dropped    prometheus.Counter
+	written    prometheus.Counter
+	maskErrs   prometheus.Counter
+	writeErrs  prometheus.Counter
+	unwritten  prometheus.Counter
+	failures   failures
+	partial    bool // the writer's last line is incomplete (the writer goroutine's)
+	closeGrace time.Duration
 
 	mu       sync.Mutex
 	space    *sync.Cond // signalled when queued bytes are released
@@ -59,6 +70,11 @@ type Config struct {
 	Redact     []string  // names to mask; DefaultRedact when nil
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // nil: metrics go to a registry nobody gathers
+	// Required: a decision answers allow or ask only once its line is
+	// written (RecordRequired); see --decision-log-required.
+	Required bool
+	// Backoff bounds the wait between retries of a failed write.
+	Backoff Backoff
 }
 
 // withDefaults is c with every zero field set to its default.
@@ -77,6 +93,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Backoff == (Backoff{}) {
+		c.Backoff = DefaultBackoff
 	}
 	return c
 }
@@ -111,7 +130,8 @@ type Entry struct {
 	Report     *pb.ReportResultRequest // a result
 	Halt       bool
 
-	bytes int64 // size(), once queued
+	bytes int64      // size(), once queued
+	ack   chan error // RecordRequired's: the outcome of the one write attempt
 }
 
 // Bundle names a bundle a decision was made with.
@@ -153,19 +173,34 @@ func (e *Entry) size() int64 {
 func New(c Config) (*Log, error) {
 	c = c.withDefaults()
 	d := &Log{
-		queue: make(chan Entry, c.QueueSize), w: c.Writer, block: c.Block, names: newNameMatcher(c.Redact), log: c.Logger,
-		done:     make(chan struct{}),
-		maxBytes: c.QueueBytes,
+		queue: make(chan Entry, c.QueueSize), w: c.Writer, block: c.Block, required: c.Required, names: newNameMatcher(c.Redact), log: c.Logger,
+		done:       make(chan struct{}),
+		abort:      make(chan struct{}),
+		closeGrace: defaultCloseGrace,
+		maxBytes:   c.QueueBytes,
+		failures:   failures{backoff: c.Backoff, log: c.Logger},
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_dropped_total",
 			Help: "Decision-log entries dropped because the queue was full (--decision-log-queue or --decision-log-queue-bytes)."}),
 		written:  prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_written_total", Help: "Decision-log lines written."}),
 		maskErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_mask_errors_total", Help: "Decision-log lines whose bundle mask policy (system.log) failed; the line is not written."}),
+		writeErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_write_errors_total",
+			Help: "Failed attempts to write a decision-log line (a full disk, a closed pipe); each failed line is retried with backoff."}),
+		unwritten: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolpdp_decision_log_unwritten_total",
+			Help: "Decision-log lines never written: still failing at shutdown, or (--decision-log-required) a decision answered deny instead of what the line recorded."}),
 	}
 	d.space = sync.NewCond(&d.mu)
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_decision_log_queue_bytes",
 		Help: "Memory the queued decision-log entries hold (estimated; bounded by --decision-log-queue-bytes)."},
 		func() float64 { d.mu.Lock(); defer d.mu.Unlock(); return float64(d.queued) })
-	for _, m := range []prometheus.Collector{d.dropped, d.written, d.maskErrs, queued} {
+	failing := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolpdp_decision_log_failing",
+		Help: "1 while decision-log writes fail (retried with backoff), else 0."},
+		func() float64 {
+			if d.failures.failing.Load() {
+				return 1
+			}
+			return 0
+		})
+	for _, m := range []prometheus.Collector{d.dropped, d.written, d.maskErrs, d.writeErrs, d.unwritten, queued, failing} {
 		if err := c.Registerer.Register(m); err != nil {
 			return nil, err
 		}
@@ -176,8 +211,50 @@ func New(c Config) (*Log, error) {
 
 // Record queues an entry for writing; a nil Log records nothing.
 func (d *Log) Record(e Entry) {
+	d.enqueue(e)
+}
+
+// Required reports whether decisions wait for their line
+// (--decision-log-required).
+func (d *Log) Required() bool { return d != nil && d.required }
+
+// ErrUnwritten is RecordRequired's answer when a decision's line was not
+// written: the decision must not stand.
+var ErrUnwritten = errors.New("the decision log cannot be written")
+
+// RecordRequired queues a decision and waits until its line is written:
+// nil then. Otherwise (the queue full, writes failing, ctx done) it returns
+// an error wrapping ErrUnwritten, and the line is not written: the caller
+// answers deny and records that instead. A nil Log returns nil.
+func (d *Log) RecordRequired(ctx context.Context, e Entry) error {
 	if d == nil {
-		return
+		return nil
+	}
+	if err := d.failures.current(); err != nil {
+		d.unwritten.Inc()
+		return fmt.Errorf("%w: %v", ErrUnwritten, err)
+	}
+	e.ack = make(chan error, 1)
+	if !d.enqueue(e) {
+		d.unwritten.Inc()
+		return fmt.Errorf("%w: the decision-log queue is full", ErrUnwritten)
+	}
+	select {
+	case err := <-e.ack:
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUnwritten, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w before the call's deadline: %v", ErrUnwritten, ctx.Err())
+	}
+}
+
+// enqueue puts e on the queue, reporting whether it did (a full queue that
+// drops counts it).
+func (d *Log) enqueue(e Entry) bool {
+	if d == nil {
+		return false
 	}
 	size := e.size()
 	e.bytes = size
@@ -187,7 +264,7 @@ func (d *Log) Record(e Entry) {
 		if !d.block {
 			d.mu.Unlock()
 			d.dropped.Inc()
-			return
+			return false
 		}
 		d.space.Wait()
 	}
@@ -195,13 +272,15 @@ func (d *Log) Record(e Entry) {
 	d.mu.Unlock()
 	if d.block {
 		d.queue <- e
-		return
+		return true
 	}
 	select {
 	case d.queue <- e:
+		return true
 	default:
 		d.release(size)
 		d.dropped.Inc()
+		return false
 	}
 }
 
@@ -212,6 +291,11 @@ func (d *Log) release(size int64) {
 	d.space.Broadcast()
 }
 
+// defaultCloseGrace is how long Close waits for a failing writer to
+// recover before it gives up on the lines still queued (counted as
+// unwritten).
+const defaultCloseGrace = 5 * time.Second
+
 // Close writes what is queued and stops. Records after Close panic, so
 // close it after the server has stopped.
 func (d *Log) Close() {
@@ -219,22 +303,94 @@ func (d *Log) Close() {
 		return
 	}
 	d.once.Do(func() { close(d.queue) })
-	<-d.done
+	select {
+	case <-d.done:
+	case <-time.After(d.closeGrace):
+		close(d.abort)
+		<-d.done
+	}
 }
 
 func (d *Log) run() {
 	defer close(d.done)
-	enc := json.NewEncoder(d.w)
-	enc.SetEscapeHTML(false)
 	for e := range d.queue {
-		lines := d.lines(e)
+		lines := d.render(e)
 		d.release(e.bytes)
-		for _, line := range lines {
-			if err := enc.Encode(line); err != nil {
-				d.log.Error("decision log write failed", "error", err.Error())
-				continue
+		if e.ack != nil {
+			// One attempt: a decision that waits cannot wait for a retry,
+			// and a line not written now is not what it will answer.
+			err := d.writeLines(&lines)
+			e.ack <- err
+			if err != nil {
+				d.unwritten.Add(float64(len(lines)))
 			}
-			d.written.Inc()
+			continue
+		}
+		d.retry(lines)
+	}
+}
+
+// render encodes an entry's lines, each ending in a newline.
+func (d *Log) render(e Entry) [][]byte {
+	var out [][]byte
+	for _, line := range d.lines(e) {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(line); err != nil {
+			d.log.Error("decision log: a line cannot be encoded; it is not written", "error", err.Error())
+			d.unwritten.Inc()
+			continue
+		}
+		out = append(out, b.Bytes())
+	}
+	return out
+}
+
+// writeLines writes lines in order, removing each written one; the first
+// failure stops it. A line is one Write: a writer that can take a failed
+// write's bytes back (File) leaves no part of it behind.
+func (d *Log) writeLines(lines *[][]byte) error {
+	for len(*lines) > 0 {
+		line := (*lines)[0]
+		if d.partial {
+			// A writer that cannot take bytes back (a pipe) holds part of
+			// a line: end it, so this line at least starts on its own.
+			line = append([]byte{'\n'}, line...)
+		}
+		if n, err := d.w.Write(line); err != nil {
+			d.partial = n > 0 || d.partial && n == 0
+			d.writeErrs.Inc()
+			d.failures.failed(err)
+			return err
+		}
+		d.partial = false
+		d.failures.succeeded()
+		d.written.Inc()
+		*lines = (*lines)[1:]
+	}
+	return nil
+}
+
+// retry writes lines, waiting with backoff after each failure, until they
+// are written or Close gives up.
+func (d *Log) retry(lines [][]byte) {
+	for {
+		err := d.writeLines(&lines)
+		if err == nil {
+			return
+		}
+		if isPermanent(err) {
+			d.log.Error("decision log: a line cannot be written; it is skipped", "error", err.Error())
+			d.unwritten.Inc()
+			lines = lines[1:]
+			continue
+		}
+		select {
+		case <-time.After(d.failures.wait()):
+		case <-d.abort:
+			d.unwritten.Add(float64(len(lines)))
+			return
 		}
 	}
 }

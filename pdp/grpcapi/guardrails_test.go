@@ -38,7 +38,10 @@ import rego.v1
 
 # A guardrail cannot allow: nothing reads these.
 allow := true
+
 decision := "allow"
+
+deny contains "never" if not allow
 `,
 	})
 	ts := startServer(t, serverOpts{bundles: []string{dir}})

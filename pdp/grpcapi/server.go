@@ -244,9 +244,11 @@ func (s *Server) checkDecide(r *pb.DecideRequest) error {
 		// same one to a runtime that trims.
 		return fmt.Errorf("tool_name: %q has surrounding blanks or control characters", r.GetToolName())
 	}
-	if e := r.GetExecutionPolicy().GetEnv(); e != nil && e.GetMode() != "allowlist" && e.GetMode() != "denylist" {
+	if e := r.GetExecutionPolicy().GetEnv(); e != nil {
 		// A mode nobody enforces must not pass for "no env policy".
-		return fmt.Errorf("execution_policy.env.mode: %q is not allowlist or denylist", e.GetMode())
+		if err := policy.CheckEnvMode(e.GetMode()); err != nil {
+			return fmt.Errorf("execution_policy.env.mode: %w", err)
+		}
 	}
 	if n := r.GetExecutionPolicy().GetNetwork(); n != "" && n != "none" {
 		// A network rule nobody enforces must not pass for "not enforced".

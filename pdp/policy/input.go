@@ -83,7 +83,7 @@ func policyFromProto(p *pb.ExecutionPolicy) *ExecutionPolicy {
 	}
 	if e := p.GetEnv(); e != nil {
 		out.Env = &EnvSpec{Mode: e.GetMode(), Names: e.GetNames(), IncludeSafeEnvVars: e.GetIncludeSafeEnvVars()}
-		if m := e.GetMode(); m != "allowlist" && m != "denylist" {
+		if CheckEnvMode(e.GetMode()) != nil {
 			// The server refuses such a request; a caller in-process gets
 			// the strictest reading: an allowlist of nothing.
 			out.Env = &EnvSpec{Mode: "allowlist"}

@@ -110,3 +110,32 @@ func TestDecideIsStateless(t *testing.T) {
 		t.Fatalf("a cancelled call: %v, %v", resp, err)
 	}
 }
+
+// The library's permission axis is the one place mcp__S__X names are
+// split; Go asks it (for remembered approvals) rather than splitting again.
+func TestCanonicalTool(t *testing.T) {
+	snap, err := NewSnapshot(context.Background(), readDefault(t), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, server, wantServer, wantName string
+		ok                                 bool
+	}{
+		{"Read", "", "", "Read", true},
+		{"mcp__gh__create_issue", "", "gh", "create_issue", true},
+		{"mcp__gh__create_issue", "gh", "gh", "create_issue", true},
+		{"create_issue", "gh", "gh", "create_issue", true},
+		{"mcp__a__b__c", "", "a", "b__c", true},
+		{"mcp__a__b__c", "a__b", "a__b", "c", true},
+		{"mcp__gh__x", "other", "", "", false},
+		{"mcp__x", "", "", "", false},
+		{"mcp____x", "", "", "", false},
+		{"mcp__s__", "", "", "", false},
+	} {
+		server, name, ok := snap.CanonicalTool(context.Background(), c.name, c.server)
+		if server != c.wantServer || name != c.wantName || ok != c.ok {
+			t.Errorf("CanonicalTool(%q, %q) = %q, %q, %v; want %q, %q, %v", c.name, c.server, server, name, ok, c.wantServer, c.wantName, c.ok)
+		}
+	}
+}

@@ -32,7 +32,8 @@ const (
 const DefaultAgent = "default"
 
 // DefaultMaxDenials is an agent's max_consecutive_denials when its
-// definition sets none, and the cap of a request naming no known agent.
+// definition sets none, and the cap of a request naming no known agent:
+// Agent.Denials applies it, and nothing else knows it.
 const DefaultMaxDenials = 5
 
 // AgentID is the agent a request names: DefaultAgent when it names none.
@@ -51,13 +52,15 @@ type Snapshot struct {
 	Loaded   time.Time
 	Warnings []string
 
-	query    rego.PreparedEvalQuery
-	logMask  *LogPolicy // the bundle's decision-log mask policy; nil: none
-	compiler *ast.Compiler
-	store    storage.Store
-	modules  map[string]*ast.Module
-	agents   map[string]*Agent
-	tables   tables
+	query rego.PreparedEvalQuery
+	// toolQuery names a call's tool canonically (CanonicalTool).
+	toolQuery rego.PreparedEvalQuery
+	logMask   *LogPolicy // the bundle's decision-log mask policy; nil: none
+	compiler  *ast.Compiler
+	store     storage.Store
+	modules   map[string]*ast.Module
+	agents    map[string]*Agent
+	tables    tables
 
 	// guardrails[agent] is data.toolpdp.index.guardrails: handed to every
 	// decision from the newest snapshot, whatever definition a session pinned.
@@ -137,6 +140,9 @@ type tables struct {
 	fileTools  map[string]fileTool
 	shellTools map[string][]string
 	shell      *envguard.Tables
+	// misnamed maps a guardrail rule name toolpdp does not read (warn,
+	// denies, ...) to the one meant.
+	misnamed map[string]string
 }
 
 // fileTool is an entry of the library's file_tools table: the access its
@@ -163,10 +169,26 @@ func sandbox() *ast.Capabilities {
 	return caps
 }
 
+// Option changes how a bundle is loaded.
+type Option func(*options)
+
+type options struct {
+	warnUnknownKeys bool
+}
+
+// WarnUnknownKeys makes an unknown key of an agent definition a warning
+// instead of a rejected bundle: the migration escape hatch
+// (serve --unknown-keys=warn).
+func WarnUnknownKeys(warn bool) Option { return func(o *options) { o.warnUnknownKeys = warn } }
+
 // NewSnapshot validates, merges, compiles and prepares bundles: the agent
 // definitions are decoded once, here, and a custom tool may not take the
 // name of a tool of the library's tables.
-func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time) (*Snapshot, error) {
+func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time, opts ...Option) (*Snapshot, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	lib, err := libraryTables(bs)
 	if err != nil {
 		return nil, err
@@ -175,7 +197,7 @@ func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time) (*Sna
 	var errs []error
 	defs := map[string]Definition{}
 	for _, b := range bs {
-		w, err := validateAgents(b, lib.builtins, defs)
+		w, err := validateAgents(b, lib.builtins, defs, o.warnUnknownKeys)
 		s.Warnings = append(s.Warnings, w...)
 		errs = append(errs, err)
 		s.Bundles = append(s.Bundles, BundleInfo{Name: b.Name, Revision: b.Revision()})
@@ -208,9 +230,18 @@ func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time) (*Sna
 }
 
 func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
-	s.modules = make(map[string]*ast.Module, len(b.Modules))
+	s.modules = make(map[string]*ast.Module, len(b.Modules)+1)
 	for _, m := range b.Modules {
 		s.modules[m.Path] = m.Parsed
+	}
+	refs, err := guardrailRules(s.modules, s.tables.misnamed)
+	if err != nil {
+		return err
+	}
+	if len(refs) > 0 {
+		if s.modules[ownedGuardrailsModule], err = ownedGuardrails(refs); err != nil {
+			return fmt.Errorf("guardrail rules: %w", err)
+		}
 	}
 	s.compiler = ast.NewCompiler().WithCapabilities(sandbox())
 	if s.compiler.Compile(s.modules); s.compiler.Failed() {
@@ -227,7 +258,33 @@ func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
 		return fmt.Errorf("prepare %s: %w", DecisionQuery, err)
 	}
 	s.query = pq
+	if s.toolQuery, err = rego.New(rego.Compiler(s.compiler), rego.Store(s.store), rego.Query(toolQuery)).PrepareForEval(ctx); err != nil {
+		return fmt.Errorf("prepare %s: %w", toolQuery, err)
+	}
 	return nil
+}
+
+// toolQuery is the library's canonical name of a call's tool: the
+// permission axis splits mcp__S__X names, and nothing else does.
+const toolQuery = "data.toolpdp.permission.tool"
+
+// CanonicalTool is the tool of a call as the library's permission axis
+// names it: mcp__S__X with server "" or "S" is tool X of server S. ok is
+// false for a name that contradicts its server or does not split (such a
+// call is denied), or when the policy says nothing.
+func (s *Snapshot) CanonicalTool(ctx context.Context, name, server string) (canonServer, canonName string, ok bool) {
+	in := ast.NewObject(item("tool_name", ast.String(name)), item("server", ast.String(server)))
+	rs, err := s.toolQuery.Eval(ctx, rego.EvalParsedInput(in))
+	if err != nil || len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return "", "", false
+	}
+	t, _ := rs[0].Expressions[0].Value.(map[string]any)
+	canonServer, okServer := t["server"].(string)
+	canonName, okName := t["name"].(string)
+	if t["kind"] == "mismatch" || !okServer || !okName {
+		return "", "", false
+	}
+	return canonServer, canonName, true
 }
 
 // index evaluates the library's index once for the whole bundle; defs are
@@ -346,9 +403,8 @@ func guardrailsValue(v any, packages *ast.Term) (ast.Value, error) {
 // hasGuardrailPackages reports whether any module defines rules under
 // data.guardrails (tests aside).
 func (s *Snapshot) hasGuardrailPackages() bool {
-	prefix := ast.MustParseRef("data.guardrails")
 	for path, m := range s.modules {
-		if m.Package.Path.HasPrefix(prefix) && !strings.HasSuffix(path, "_test.rego") {
+		if isGuardrailModule(path, m) {
 			return true
 		}
 	}
@@ -439,6 +495,7 @@ func libraryTables(bs []*bundles.Bundle) (libTables, error) {
 			FileTools  map[string]fileTool `json:"file_tools"`
 			ShellTools map[string][]string `json:"shell_tools"`
 			Categories map[string]string   `json:"builtin_categories"`
+			Misnamed   map[string]string   `json:"guardrail_names_not_read"`
 		}
 		shell := &envguard.Tables{}
 		file := b.DataFileOf(bundles.LibraryRoot, "tables")
@@ -451,7 +508,7 @@ func libraryTables(bs []*bundles.Bundle) (libTables, error) {
 		if err := shell.Validate(); err != nil {
 			return libTables{}, fmt.Errorf("%s: toolpdp.tables.%w", file, err)
 		}
-		out := libTables{tables: tables{fileTools: t.FileTools, shellTools: t.ShellTools, shell: shell}, builtins: map[string]bool{}}
+		out := libTables{tables: tables{fileTools: t.FileTools, shellTools: t.ShellTools, shell: shell, misnamed: t.Misnamed}, builtins: map[string]bool{}}
 		for _, m := range []map[string]bool{keySet(t.ShellTools), keySet(t.FileTools), keySet(t.Categories)} {
 			for k := range m {
 				out.builtins[k] = true

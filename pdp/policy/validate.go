@@ -18,16 +18,19 @@ import (
 // field by its path.
 type Definition struct {
 	Workspace  string           // "" when the definition names none
-	MaxDenials int              // max_consecutive_denials; DefaultMaxDenials when unset
+	MaxDenials int              // max_consecutive_denials; 0 when unset (Agent.Denials applies the default)
 	Policy     *ExecutionPolicy // execution_policy; nil when unset
 }
 
 // agentIssues collects what is wrong with one agent definition: errors
-// reject the bundle, warnings (unknown keys) are logged.
+// reject the bundle, warnings are logged. An unknown key is an error (a
+// misspelt scope must never be a scope that silently is not there) unless
+// warnUnknown, the migration escape hatch, makes it a warning.
 type agentIssues struct {
-	where    string // "agents/data.json: agent 'coder'"
-	errs     []error
-	warnings []string
+	where       string // "agents/data.json: agent 'coder'"
+	warnUnknown bool
+	errs        []error
+	warnings    []string
 }
 
 func (a *agentIssues) errorf(field, format string, args ...any) {
@@ -38,14 +41,22 @@ func (a *agentIssues) warnf(field, format string, args ...any) {
 	a.warnings = append(a.warnings, fmt.Sprintf("%s: %s: %s", a.where, field, fmt.Sprintf(format, args...)))
 }
 
-// unknown warns of an unknown key, suggesting the known key it is closest
-// to: a typo ("write_path") would otherwise drop a scope silently.
+// unknown refuses an unknown key, suggesting the known key it is closest
+// to: a typo ("write_path") would otherwise drop a scope silently. Keys
+// beginning with x- are the owners' own, at any depth.
 func (a *agentIssues) unknown(field, key string, known []string) {
-	if m := closest(key, known); m != "" {
-		a.warnf(field, "unknown key, ignored (did you mean %q?)", m)
+	if strings.HasPrefix(key, "x-") {
 		return
 	}
-	a.warnf(field, "unknown key, ignored")
+	report, what := a.errorf, "unknown key"
+	if a.warnUnknown {
+		report, what = a.warnf, "unknown key, ignored (--unknown-keys=warn)"
+	}
+	if m := closest(key, known); m != "" {
+		report(field, "%s (did you mean %q?)", what, m)
+		return
+	}
+	report(field, "%s; the keys known here are %s", what, strings.Join(known, ", "))
 }
 
 // closest is the name in known nearest to s by edit distance, if near
@@ -84,7 +95,7 @@ func editDistance(a, b string) int {
 // validateAgents checks every definition under data.agents of b and, when
 // one is valid, decodes it into defs. builtins are the names of the
 // library's built-in tools, which a custom tool may not take.
-func validateAgents(b *bundles.Bundle, builtins map[string]bool, defs map[string]Definition) (warnings []string, err error) {
+func validateAgents(b *bundles.Bundle, builtins map[string]bool, defs map[string]Definition, warnUnknown bool) (warnings []string, err error) {
 	raw, ok := b.Bundle.Data["agents"]
 	if !ok {
 		return nil, nil
@@ -100,7 +111,7 @@ func validateAgents(b *bundles.Bundle, builtins map[string]bool, defs map[string
 	sort.Strings(ids)
 	var errs []error
 	for _, id := range ids {
-		a := &agentIssues{where: fmt.Sprintf("%s: agent '%s'", b.DataFileOf("agents", id), id)}
+		a := &agentIssues{where: fmt.Sprintf("%s: agent '%s'", b.DataFileOf("agents", id), id), warnUnknown: warnUnknown}
 		a.definition(agents[id], builtins)
 		if len(a.errs) == 0 {
 			defs[id] = a.decode(agents[id].(map[string]any))
@@ -126,9 +137,15 @@ var agentKeys = map[string]func(a *agentIssues, v any, def map[string]any, built
 	"execution_policy": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) {
 		a.executionPolicy("execution_policy", v)
 	},
-	"guardrails":  func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.guardrails(v) },
+	"guardrails":      func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.guardrails(v) },
+	"asks_via_client": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.boolean("asks_via_client", v) },
+	"allow_sampling":  func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.boolean("allow_sampling", v) },
+	// The keys of an agent resource that decide nothing here.
 	"description": func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.str("description", v) },
 	"name":        func(a *agentIssues, v any, _ map[string]any, _ map[string]bool) { a.str("name", v) },
+	"model":       func(*agentIssues, any, map[string]any, map[string]bool) {},
+	"system":      func(*agentIssues, any, map[string]any, map[string]bool) {},
+	"metadata":    func(*agentIssues, any, map[string]any, map[string]bool) {},
 }
 
 func (a *agentIssues) definition(v any, builtins map[string]bool) {
@@ -148,7 +165,7 @@ func (a *agentIssues) definition(v any, builtins map[string]bool) {
 
 // decode reads a valid definition's settings, each default applied here.
 func (a *agentIssues) decode(def map[string]any) Definition {
-	d := Definition{MaxDenials: DefaultMaxDenials}
+	var d Definition
 	d.Workspace, _ = def["workspace"].(string)
 	if n, ok := toFloat(def["max_consecutive_denials"]); ok {
 		d.MaxDenials = int(n)
@@ -355,8 +372,10 @@ func (a *agentIssues) envSpec(field string, v any) {
 		return
 	}
 	mode, ok := a.requiredString(field+".mode", m["mode"])
-	if ok && mode != "allowlist" && mode != "denylist" {
-		a.errorf(field+".mode", "%q is not allowlist or denylist", mode)
+	if ok {
+		if err := CheckEnvMode(mode); err != nil {
+			a.errorf(field+".mode", "%v", err)
+		}
 	}
 	if n, ok := m["names"]; ok {
 		a.strings(field+".names", n)
@@ -519,4 +538,17 @@ func typeName(v any) string {
 		return "a number"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// EnvModes are the modes of an execution policy's env, the one list:
+// definitions, requests and the input handed to the library are checked
+// against it.
+var EnvModes = []string{"allowlist", "denylist"}
+
+// CheckEnvMode says why mode is not one of EnvModes.
+func CheckEnvMode(mode string) error {
+	if slices.Contains(EnvModes, mode) {
+		return nil
+	}
+	return fmt.Errorf("%q is not %s", mode, strings.Join(EnvModes, " or "))
 }

@@ -36,29 +36,29 @@ func TestValidateNamesTheField(t *testing.T) {
 		`{"c": {"guardrails": {"network": true}}}`:                                                   `b: agent 'c': guardrails.network: must be a string, got a boolean`,
 		`{"c": {"tools": [{"type": "agent_toolset", "configs": [{"name": "x", "enabled": "no"}]}]}}`: `b: agent 'c': tools[0].configs[0].enabled: must be true or false, got a string`,
 	} {
-		_, err := validateAgents(agentsBundle(t, agents), builtins, map[string]Definition{})
+		_, err := validateAgents(agentsBundle(t, agents), builtins, map[string]Definition{}, false)
 		if err == nil || err.Error() != want {
 			t.Errorf("%s:\n got %v\nwant %s", agents, err, want)
 		}
 	}
 }
 
-// A valid definition is decoded once, with one default per setting; an
-// unknown key is a warning, not an error.
+// A valid definition is decoded once, with one default per setting; with
+// --unknown-keys=warn an unknown key is a warning, not an error.
 func TestValidateDecodesDefinitions(t *testing.T) {
 	defs := map[string]Definition{}
 	warnings, err := validateAgents(agentsBundle(t, `{
 		"plain": {"colour": "blue"},
 		"bound": {"workspace": "acme", "max_consecutive_denials": 2,
 		          "execution_policy": {"cwd": "/w", "write_paths": [], "env": {"mode": "allowlist", "names": ["PATH"]}}}}`),
-		nil, defs)
+		nil, defs, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "agent 'plain': colour: unknown key, ignored") {
 		t.Errorf("warnings: %q", warnings)
 	}
-	if d := defs["plain"]; d.MaxDenials != DefaultMaxDenials || d.Workspace != "" || d.Policy != nil {
+	if d := defs["plain"]; d.MaxDenials != 0 || (&Agent{Definition: d}).Denials() != DefaultMaxDenials || d.Workspace != "" || d.Policy != nil {
 		t.Errorf("plain: %+v", d)
 	}
 	d := defs["bound"]
@@ -70,5 +70,39 @@ func TestValidateDecodesDefinitions(t *testing.T) {
 	var nilAgent *Agent
 	if nilAgent.Denials() != DefaultMaxDenials {
 		t.Error("an unknown agent's cap is not the default")
+	}
+}
+
+// The shape is closed: an unknown key anywhere rejects the definition,
+// naming the key meant; x- keys and an agent resource's descriptive keys
+// are ignored.
+func TestValidateRefusesUnknownKeys(t *testing.T) {
+	for agents, want := range map[string]string{
+		`{"c": {"execution_policy": {"read_path": ["/etc"]}}}`:                                                                     `b: agent 'c': execution_policy.read_path: unknown key (did you mean "read_paths"?)`,
+		`{"c": {"execution_policy": {"write_path": ["/srv"]}}}`:                                                                    `b: agent 'c': execution_policy.write_path: unknown key (did you mean "write_paths"?)`,
+		`{"c": {"guardrails": {"deny_command": ["curl"]}}}`:                                                                        `b: agent 'c': guardrails.deny_command: unknown key (did you mean "deny_commands"?)`,
+		`{"c": {"max_consecutive_denial": 3}}`:                                                                                     `b: agent 'c': max_consecutive_denial: unknown key (did you mean "max_consecutive_denials"?)`,
+		`{"c": {"execution_policy": {"env": {"mode": "allowlist", "names": [], "include_safe_env_var": true}}}}`:                   `b: agent 'c': execution_policy.env.include_safe_env_var: unknown key (did you mean "include_safe_env_vars"?)`,
+		`{"c": {"tools": [{"type": "agent_toolset", "configs": [{"name": "bash", "permision_policy": {"type": "always_ask"}}]}]}}`: `b: agent 'c': tools[0].configs[0].permision_policy: unknown key (did you mean "permission_policy"?)`,
+		`{"c": {"mcp_servers": [{"name": "s", "uri": "https://x"}]}}`:                                                              `b: agent 'c': mcp_servers[0].uri: unknown key (did you mean "url"?)`,
+		`{"c": {"colour": "blue"}}`:                                                                                                `b: agent 'c': colour: unknown key; the keys known here are`,
+		`{"c": {"execution_policy": {"network": "off"}}}`:                                                                          `b: agent 'c': execution_policy.network: "off" is not "none"`,
+	} {
+		_, err := validateAgents(agentsBundle(t, agents), nil, map[string]Definition{}, false)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s:\n got %v\nwant %s", agents, err, want)
+		}
+	}
+	defs := map[string]Definition{}
+	warnings, err := validateAgents(agentsBundle(t, `{"c": {
+		"x-owner": "team-a", "name": "Coder", "model": "claude", "description": "d", "system": "be kind", "metadata": {"k": "v"},
+		"asks_via_client": true, "allow_sampling": false,
+		"execution_policy": {"x-note": 1, "network": "none", "read_paths": ["/srv"]},
+		"guardrails": {"network": "none", "x-ticket": "SEC-1"}}}`), nil, defs, false)
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("x- and descriptive keys: %v %q", err, warnings)
+	}
+	if defs["c"].Policy == nil || len(*defs["c"].Policy.ReadPaths) != 1 {
+		t.Errorf("decoded: %+v", defs["c"].Policy)
 	}
 }

@@ -23,22 +23,30 @@ import (
 	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/approver"
+	"github.com/toolpdp/toolpdp/pdp/console"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi"
+	"github.com/toolpdp/toolpdp/pdp/notify"
+	"github.com/toolpdp/toolpdp/pdp/tokenfile"
 )
 
 // Server is toolpdp serving: the engine, its gRPC server, and every
 // listener, opened.
 type Server struct {
-	cfg       Config
-	registry  *prometheus.Registry
-	dlog      *decisionlog.Log
-	engine    *pdp.Engine
-	api       *grpcapi.Server
-	grpc      *grpc.Server
-	probes    *grpc.Server   // health only, on HealthListen; nil without
-	https     []*http.Server // metrics, and any other HTTP listener
-	endpoints []*endpoint
+	cfg          Config
+	registry     *prometheus.Registry
+	dlog         *decisionlog.Log
+	engine       *pdp.Engine
+	api          *grpcapi.Server
+	grpc         *grpc.Server
+	probes       *grpc.Server   // health only, on HealthListen; nil without
+	https        []*http.Server // metrics, and any other HTTP listener
+	endpoints    []*endpoint
+	approvers    *approver.Tokens
+	console      *console.Console // nil without ConsoleListen
+	notifier     *notify.Notifier // nil without NotifyURLs
+	notifySecret *tokenfile.File
 }
 
 // Run builds a server from cfg and serves until ctx ends.
@@ -82,6 +90,10 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if ac.Workspaces, err = workspaceBinding(cfg.TLS.ClientCAFile != "", cfg.WorkspaceTokens); err != nil {
 		return nil, err
 	}
+	if err = s.approverSurfaces(cfg, ac.Workspaces); err != nil {
+		return nil, err
+	}
+	ac.Approvers = s.approvers
 	if s.grpc, s.api, err = grpcapi.New(s.engine, ac); err != nil {
 		return nil, err
 	}
@@ -107,6 +119,9 @@ func (s *Server) endpointsOf(cfg Config) []*endpoint {
 	for _, a := range cfg.ConfirmListen {
 		out = append(out, &endpoint{option: "--confirm-listen", addr: a, unix: true, what: "serving the approver (Confirm, ListPending)",
 			serve: func(l net.Listener) error { return s.grpc.Serve(grpcapi.ApproverListener(l)) }})
+	}
+	for _, a := range cfg.ConsoleListen {
+		out = append(out, &endpoint{option: "--console-listen", addr: a, unix: true, what: "serving the approvers' console", serve: s.serveHTTP(s.console)})
 	}
 	if cfg.MetricsListen != "" {
 		mux := http.NewServeMux()
@@ -139,6 +154,13 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.dlog.Close() // after the servers have stopped: flushes what is queued
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.engine.Run(ctx) })
+	s.approvers.Run(ctx)
+	if s.notifier != nil {
+		g.Go(func() error { s.notifier.Run(ctx); return nil })
+	}
+	if s.notifySecret != nil {
+		go s.notifySecret.Run(ctx, tokenfile.DefaultRefresh)
+	}
 	for _, e := range s.endpoints {
 		s.cfg.Logger.Info(e.what, "listen", e.l.Addr().String(), "network", e.l.Addr().Network())
 		g.Go(func() error {

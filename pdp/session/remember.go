@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"sort"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -19,10 +18,10 @@ import (
 // so a session's remembered approvals are a fixed size each.
 type RememberKey [sha256.Size]byte
 
-// KeyOf is the key of an ask; ok is false for a call that cannot be
-// written canonically (a number that is not JSON), which is never remembered.
-func KeyOf(req *pb.DecideRequest, resp *pb.DecideResponse) (key RememberKey, ok bool) {
-	server, name := canonicalTool(req.GetToolName(), req.GetServer())
+// KeyOf is the key of an ask of tool (server, name), as the policy names
+// it canonically; ok is false for a call that cannot be written
+// canonically (a number that is not JSON), which is never remembered.
+func KeyOf(server, name string, req *pb.DecideRequest, resp *pb.DecideResponse) (key RememberKey, ok bool) {
 	var rules []string
 	for _, r := range resp.GetReasons() {
 		if r.GetEffect() == pb.Decision_DECISION_ASK {
@@ -43,27 +42,4 @@ func KeyOf(req *pb.DecideRequest, resp *pb.DecideResponse) (key RememberKey, ok 
 		return key, false
 	}
 	return sha256.Sum256(raw), true
-}
-
-// canonicalTool is the (server, bare name) of a call, as the permission
-// axis makes it canonical: mcp__S__X with server "" or "S" is tool X of S.
-// A contradicting or malformed name is returned as it came: such a call is
-// denied and never remembered.
-func canonicalTool(name, server string) (string, string) {
-	if server != "" {
-		if !strings.HasPrefix(name, "mcp__") {
-			return server, name
-		}
-		if rest, ok := strings.CutPrefix(name, "mcp__"+server+"__"); ok && rest != "" {
-			return server, rest
-		}
-	}
-	tail, isMCP := strings.CutPrefix(name, "mcp__")
-	if !isMCP {
-		return "", name
-	}
-	if i := strings.Index(tail, "__"); i > 0 && tail[i+2:] != "" && (server == "" || server == tail[:i]) {
-		return tail[:i], tail[i+2:]
-	}
-	return server, name
 }

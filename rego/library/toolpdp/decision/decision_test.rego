@@ -77,11 +77,13 @@ test_unknown_agent_decision if {
 # A guardrail package that tries to allow cannot: only deny and ask are read.
 test_guardrail_allow_is_ignored if {
 	r := result(ask_all, {"tool_name": "Read"}) with data.guardrails.lenient as {"allow": true, "deny": set()}
+		with data.toolpdp.owned_guardrails.rules as {{"rule": "guardrails.lenient.deny", "effect": "deny", "value": set()}}
 	r.decision == "ask"
 }
 
 test_guardrail_package_deny if {
 	r := result({}, {"tool_name": "Read"}) with data.guardrails.team as {"deny": {"reading is frozen today"}}
+		with data.toolpdp.owned_guardrails.rules as {{"rule": "guardrails.team.deny", "effect": "deny", "value": {"reading is frozen today"}}}
 	r.decision == "deny"
 	r.message == "reading is frozen today"
 	r.reasons[1].rule == "guardrails.team.deny"

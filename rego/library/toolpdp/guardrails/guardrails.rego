@@ -8,8 +8,9 @@
 # bundle), always from the newest bundle, never from a session's pinned
 # definition: a security fix reaches running sessions at once.
 #
-# Rego: any package data.guardrails.<name> may define the sets deny and ask
-# of messages; each message becomes a reason. Nothing else there is read.
+# Rego: any package at or under data.guardrails may define deny (or
+# violation) and ask, in any common shape; each message becomes a reason.
+# toolpdp refuses at load a package defining none of them.
 package toolpdp.guardrails
 
 import data.toolpdp.text
@@ -87,22 +88,80 @@ reasons contains reason("protected_paths", "deny", sprintf("searching %q is deni
 	g.protected != ""
 }
 
-# Security teams' own guardrail packages: data.guardrails.<name>.deny / .ask.
-reasons contains reason(sprintf("guardrails.%s.deny", [name]), "deny", message(name, msg)) if {
-	some name, pkg in data.guardrails
-	is_object(pkg)
-	some msg in pkg.deny
+# Security teams' own guardrail packages, at any depth under
+# data.guardrails: each rule deny, violation or ask they define, with its
+# value (data.toolpdp.owned_guardrails.rules, which toolpdp generates from
+# the compiled modules when the bundle loads). Every shape OPA users write
+# is read: a set of messages, an object keyed by message, a set of objects
+# with a string msg, a boolean, a string. A value of any other shape denies
+# (guardrail_error): a guardrail the owners wrote is never nothing.
+owned contains r if some r in data.toolpdp.owned_guardrails.rules
+
+reasons contains reason(r.rule, r.effect, msg) if {
+	some r in owned
+	well_shaped(r.value)
+	some msg in messages(r)
 }
 
-reasons contains reason(sprintf("guardrails.%s.ask", [name]), "ask", message(name, msg)) if {
-	some name, pkg in data.guardrails
-	is_object(pkg)
-	some msg in pkg.ask
+reasons contains reason("guardrail_error", "deny", sprintf("guardrail %s is %s, not a shape toolpdp reads (a set or object of messages, a set of objects with a string msg, a boolean or a string): denied until its owners fix it", [r.rule, shape_of(r.value)])) if {
+	some r in owned
+	not well_shaped(r.value)
 }
 
-message(_, msg) := msg if is_string(msg)
+well_shaped(v) if is_boolean(v)
 
-message(name, msg) := sprintf("guardrail %s: %v", [name, msg]) if not is_string(msg)
+well_shaped(v) if is_string(v)
+
+well_shaped(v) if {
+	is_object(v)
+	every k, _ in v {
+		is_string(k)
+	}
+}
+
+well_shaped(v) if {
+	collection(v)
+	every e in v {
+		element_message(e)
+	}
+}
+
+collection(v) if is_set(v)
+
+collection(v) if is_array(v)
+
+element_message(e) := e if is_string(e)
+
+element_message(e) := e.msg if {
+	is_object(e)
+	is_string(e.msg)
+}
+
+messages(r) := {boolean_message(r)} if r.value == true
+
+messages(r) := set() if r.value == false
+
+messages(r) := {text_or_rule(r, r.value)} if is_string(r.value)
+
+messages(r) := {text_or_rule(r, k) | some k, _ in r.value} if is_object(r.value)
+
+messages(r) := {text_or_rule(r, element_message(e)) | some e in r.value} if collection(r.value)
+
+boolean_message(r) := sprintf("denied by guardrail %s", [r.rule]) if r.effect == "deny"
+
+boolean_message(r) := sprintf("guardrail %s asks a person to confirm this call", [r.rule]) if r.effect == "ask"
+
+text_or_rule(_, msg) := msg if msg != ""
+
+text_or_rule(r, "") := boolean_message(r)
+
+shape_of(v) := "null" if is_null(v)
+
+shape_of(v) := sprintf("the number %v", [v]) if is_number(v)
+
+shape_of(v) := "an object with a key that is not a string" if is_object(v)
+
+shape_of(v) := "a collection holding an element that is neither a string nor an object with a string msg" if collection(v)
 
 reason(rule, effect, msg) := {"axis": "guardrail", "rule": rule, "effect": effect, "message": msg}
 

@@ -107,3 +107,60 @@ test_protected_names_in_force if {
 	global.protected == ["/etc"]
 	global.protected_reads == ["/etc"]
 }
+
+# The owners' guardrail rules, as toolpdp hands them over: each shape OPA
+# users write becomes reasons; any other value is a deny.
+owned(effect, value) := rs if {
+	rs := guardrails.reasons with input as {"agent_id": "a", "tool_name": "Write", "paths": [], "guardrails": guardrails.merged({})}
+		with data.toolpdp.owned_guardrails.rules as {{"rule": "guardrails.team.x", "effect": effect, "value": value}}
+}
+
+test_owned_set_of_strings if {
+	owned("deny", {"no writes", "not today"}) == {
+		{"axis": "guardrail", "rule": "guardrails.team.x", "effect": "deny", "message": "no writes"},
+		{"axis": "guardrail", "rule": "guardrails.team.x", "effect": "deny", "message": "not today"},
+	}
+}
+
+test_owned_object_keyed_by_message if {
+	owned("ask", {"confirm this write": true}) == {{"axis": "guardrail", "rule": "guardrails.team.x", "effect": "ask", "message": "confirm this write"}}
+}
+
+test_owned_objects_with_msg if {
+	rs := owned("deny", {{"msg": "gatekeeper says no", "details": {"k": 1}}})
+	rs == {{"axis": "guardrail", "rule": "guardrails.team.x", "effect": "deny", "message": "gatekeeper says no"}}
+}
+
+test_owned_array_of_strings if {
+	count(owned("deny", ["a", "b"])) == 2
+}
+
+test_owned_boolean_true_names_the_rule if {
+	some r in owned("deny", true)
+	r.effect == "deny"
+	r.message == "denied by guardrail guardrails.team.x"
+	some a in owned("ask", true)
+	a.effect == "ask"
+	contains(a.message, "guardrails.team.x")
+}
+
+test_owned_boolean_false_and_empty_set_say_nothing if {
+	owned("deny", false) == set()
+	owned("deny", set()) == set()
+	owned("ask", {}) == set()
+}
+
+test_owned_string if {
+	owned("deny", "frozen") == {{"axis": "guardrail", "rule": "guardrails.team.x", "effect": "deny", "message": "frozen"}}
+	some r in owned("deny", "")
+	r.message == "denied by guardrail guardrails.team.x"
+}
+
+test_owned_other_shapes_deny if {
+	every v in [1, null, {1, 2}, {{"message": "no msg key"}}, [{"msg": 3}], {1: true}] {
+		some r in owned("ask", v)
+		r.rule == "guardrail_error"
+		r.effect == "deny"
+		contains(r.message, "guardrails.team.x")
+	}
+}

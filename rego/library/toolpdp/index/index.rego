@@ -34,7 +34,6 @@ global_guardrails := guardrail.merged({})
 normalize(id, def) := {
 	"version": object.get(def, "version", 0),
 	"permission_callback": object.get(def, "permission_callback", true),
-	"max_consecutive_denials": object.get(def, "max_consecutive_denials", 5),
 	"custom": {t.name: true | some t in tools(def); t.type == "custom"},
 	"servers": {s.name: true | some s in object.get(def, "mcp_servers", [])},
 	"builtin": builtin_toolset(id, def),
@@ -137,25 +136,21 @@ configs_entry(t, server, name) := c if {
 	c.name == full(server, name)
 }
 
-toolset_name("") := "agent_toolset"
-
-toolset_name(server) := sprintf("mcp_toolset[%s]", [server]) if server != ""
-
 named_reason(id, def, t, server, name) := permission.deny(
-	sprintf("%s.configs[%s]", [toolset_name(server), c.name]),
+	sprintf("%s.configs[%s]", [permission.toolset_name(server), c.name]),
 	sprintf("%s is disabled for agent '%s' (enabled: false): do not call it", [name, id]),
 ) if {
 	c := configs_entry(t, server, name)
 	c.enabled == false
-} else := policy(sprintf("%s.configs[%s]", [toolset_name(server), c.name]), name, c.permission_policy.type) if {
+} else := policy(sprintf("%s.configs[%s]", [permission.toolset_name(server), c.name]), name, c.permission_policy.type) if {
 	c := configs_entry(t, server, name)
 	c.permission_policy.type
 } else := permission.by_category(sprintf("safety_overrides[%s]", [full(server, name)]), name, def.safety_overrides[full(server, name)])
 
 default_policy(t, server) := {
-	"rule": sprintf("%s.default_config", [toolset_name(server)]),
+	"rule": sprintf("%s.default_config", [permission.toolset_name(server)]),
 	"effect": effects[t.default_config.permission_policy.type],
-	"suffix": suffix(t.default_config.permission_policy.type, sprintf("%s.default_config", [toolset_name(server)])),
+	"suffix": suffix(t.default_config.permission_policy.type, sprintf("%s.default_config", [permission.toolset_name(server)])),
 } if {
 	t.default_config.permission_policy.type
 } else := null

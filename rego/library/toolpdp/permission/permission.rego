@@ -39,7 +39,7 @@ reason := deny("tool_name_server_mismatch", concat("", ["tool name '", input.too
 } else := r if {
 	# Steps 3-5: the definition names this tool (configs or safety_overrides).
 	r := toolset.named[tool.name]
-} else := deny(concat("", [toolset_name, ".default_config"]), concat("", [tool.name, " is not enabled for agent '", input.agent_id, "': its toolset is off by default and no configs entry enables it"])) if {
+} else := deny(concat("", [toolset_name(tool.server), ".default_config"]), concat("", [tool.name, " is not enabled for agent '", input.agent_id, "': its toolset is off by default and no configs entry enables it"])) if {
 	toolset.default_enabled == false
 	not toolset.configured[tool.name]
 } else := {"axis": "permission", "rule": d.rule, "effect": d.effect, "message": concat("", [tool.name, d.suffix])} if {
@@ -56,7 +56,7 @@ reason := deny("tool_name_server_mismatch", concat("", ["tool name '", input.too
 } else := allow("agent_toolset.default", concat("", [tool.name, " runs: the built-in toolset allows by default"])) if {
 	# Step 8: the toolset's defaults; unfamiliar MCP tools ask.
 	tool.kind == "builtin"
-} else := ask(concat("", [toolset_name, ".default"]), concat("", [tool.full, " needs a person's confirmation: MCP toolsets ask by default"]))
+} else := ask(concat("", [toolset_name(tool.server), ".default"]), concat("", [tool.full, " needs a person's confirmation: MCP toolsets ask by default"]))
 
 # tool is the call's canonical name: kind "mcp" or "builtin", the server, the
 # bare name the server reports and the full name (mcp__<server>__<tool> for
@@ -106,13 +106,15 @@ toolset := input.agent.builtin if {
 	tool.kind == "mcp"
 }
 
-toolset_name := "agent_toolset" if {
-	tool.kind == "builtin"
-} else := concat("", ["mcp_toolset[", tool.server, "]"])
+# toolset_name names a toolset in reasons: the built-in one (server "") or a
+# server's; toolpdp.index names its reasons with it too.
+toolset_name("") := "agent_toolset"
 
-toolset_off := deny(toolset_name, concat("", ["built-in tool ", tool.name, " is not enabled for agent '", input.agent_id, "': the agent has no agent_toolset"])) if {
+toolset_name(server) := concat("", ["mcp_toolset[", server, "]"]) if server != ""
+
+toolset_off := deny(toolset_name(tool.server), concat("", ["built-in tool ", tool.name, " is not enabled for agent '", input.agent_id, "': the agent has no agent_toolset"])) if {
 	tool.kind == "builtin"
-} else := deny(toolset_name, concat("", ["tool ", tool.full, " is not enabled for agent '", input.agent_id, "': the agent has no mcp_toolset for server '", tool.server, "'"]))
+} else := deny(toolset_name(tool.server), concat("", ["tool ", tool.full, " is not enabled for agent '", input.agent_id, "': the agent has no mcp_toolset for server '", tool.server, "'"]))
 
 # The helpers below build the axis's reasons; toolpdp.index uses them too.
 

@@ -207,7 +207,6 @@ test_tools_absent_gives_seed000_shape if {
 	n.builtin.default == null
 	n.mcp.gh.default == null
 	n.permission_callback == true
-	n.max_consecutive_denials == 5
 }
 
 # Unknown agents are refused.

@@ -108,10 +108,12 @@ protected_names := {name: names |
 }
 
 # env_enforced: the tool gets exactly env (an allowlist that kept nothing is
-# {} and enforced), never "whatever it would have had".
+# {} and enforced), never "whatever it would have had". toolpdp hands over
+# an env policy only with a mode it knows (allowlist or denylist): a
+# definition or request with any other is refused before this.
 default env_enforced := false
 
-env_enforced if input.policy.env.mode in {"allowlist", "denylist"}
+env_enforced if input.policy.env
 
 # env is built only from POSIX names ([A-Za-z_][A-Za-z0-9_]*): a name holding
 # "=", "%", a NUL or a space would be split or misread by whoever builds the
