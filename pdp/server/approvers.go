@@ -14,10 +14,21 @@ import (
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
+// approverAddrs refuses an approver address on TCP without approver
+// tokens: containers of one pod share loopback.
+func (s *Server) approverAddrs(cfg Config) error {
+	for option, addrs := range map[string][]string{"--confirm-listen": cfg.ConfirmListen, "--console-listen": cfg.ConsoleListen} {
+		for _, a := range addrs {
+			if !strings.HasPrefix(a, "unix://") && !s.approvers.Enabled() {
+				return fmt.Errorf("%w: %s %s is a TCP address, which every container of the pod can reach: give --approver-token-file (or serve it on a unix:///path in a directory the agent does not mount)", ErrUsage, option, a)
+			}
+		}
+	}
+	return nil
+}
+
 // approverSurfaces reads the approver tokens and builds the console and
-// the notifier. Containers of one pod share loopback, so an approver
-// address on TCP must authenticate: without approver tokens it is refused;
-// a unix socket may rely on a directory the agent does not mount.
+// the notifier.
 func (s *Server) approverSurfaces(cfg Config, ws *grpcapi.Workspaces) error {
 	var err error
 	if s.approvers, err = approver.Parse(cfg.ApproverTokens, cfg.Logger); err != nil {
@@ -30,13 +41,6 @@ func (s *Server) approverSurfaces(cfg Config, ws *grpcapi.Workspaces) error {
 		}
 		if name, ok := s.approvers.Overlaps(agents); ok {
 			return fmt.Errorf("%w: --approver-token-file %s holds a workspace token (--workspace-token): an agent's token must never answer its own asks", ErrUsage, name)
-		}
-	}
-	for option, addrs := range map[string][]string{"--confirm-listen": cfg.ConfirmListen, "--console-listen": cfg.ConsoleListen} {
-		for _, a := range addrs {
-			if !strings.HasPrefix(a, "unix://") && !s.approvers.Enabled() {
-				return fmt.Errorf("%w: %s %s is a TCP address, which every container of the pod can reach: give --approver-token-file (or serve it on a unix:///path in a directory the agent does not mount)", ErrUsage, option, a)
-			}
 		}
 	}
 	if len(cfg.ConsoleListen) > 0 {

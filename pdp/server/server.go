@@ -103,6 +103,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			return nil, fmt.Errorf("%s %s: %w", e.option, e.addr, err)
 		}
 	}
+	if err := s.approverAddrs(cfg); err != nil {
+		return nil, err
+	}
 	if err := s.engine.Reload(ctx, true); err != nil && !cfg.WaitForBundle && !s.engine.Remote() {
 		return nil, err // logged by the engine
 	}
