@@ -227,7 +227,11 @@ func (e *Engine) callID(ws, decisionID, callID, agentID, sessionID string) (stri
 	agentID = policy.AgentID(agentID)
 	id, ambiguous := e.pending.ByCallID(ws, agentID, sessionID, callID)
 	if ambiguous {
-		return "", errorf(FailedPrecondition, "call_id: %q of agent '%s' in session %q names more than one call (its id was reused for another one); name the call by decision_id", callID, agentID, sessionID)
+		where := fmt.Sprintf("in session %q", sessionID)
+		if sessionID == "" {
+			where = "with no session"
+		}
+		return "", errorf(FailedPrecondition, "call_id: %q of agent '%s' %s names more than one call (its id was reused for another one); name the call by decision_id", callID, agentID, where)
 	}
 	if id != "" {
 		return id, nil

@@ -275,6 +275,9 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	max := agent.Denials()
 	call := &session.Call{Workspace: ws, DecisionID: resp.DecisionId, CallID: req.GetCallId(), AgentID: agentID, SessionID: req.GetSessionId(),
 		ToolName: req.GetToolName(), Created: now, MaxDenials: max, Generation: a.generation}
+	if req.GetCallId() != "" {
+		call.Signature = session.CallSignature(req)
+	}
 	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" {
 		e.rememberedApproval(ctx, a.snap, call, req, resp, now)
 	}

@@ -291,3 +291,65 @@ func TestResultAndConfirmationEvents(t *testing.T) {
 		t.Error("the decision line's input lacks call_id")
 	}
 }
+
+// A call id that names two different calls names neither, with or without
+// a session: an ask for `ls` and a later ask for `rm -rf ~` under one call
+// id cannot be approved by that id on the approver's listener (the person
+// saw `ls`), nor waited on, nor reported; decision_id is the way out. A
+// retried call (the same call again) still names the latest.
+func TestCallIDNamingTwoCallsNamesNeither(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{
+		"agents/data.json": `{"a": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}]}}`,
+	})
+	ts := startServer(t, serverOpts{bundles: []string{dir}, approver: true})
+	ctx := t.Context()
+	for _, session := range []string{"", "s1"} {
+		bash := func(cmd string) *pb.DecideResponse {
+			r := ts.decide(t, &pb.DecideRequest{AgentId: "a", SessionId: session, ToolName: "Bash", CallId: "toolu_1",
+				Args: testkit.Struct(t, map[string]any{"command": cmd})})
+			if r.Decision != pb.Decision_DECISION_ASK {
+				t.Fatalf("session %q, %s: %v, want an ask", session, cmd, r.Decision)
+			}
+			return r
+		}
+		first := bash("ls")
+		retried := bash("ls")
+		byID := &pb.ConfirmRequest{CallId: "toolu_1", AgentId: "a", SessionId: session, Result: "deny", DenyMessage: "no"}
+		if r, err := ts.approver.Confirm(ctx, byID); err != nil || r.Decision != pb.Decision_DECISION_DENY {
+			t.Fatalf("session %q: Confirm of a retried call by its id: %v, %v", session, r, err)
+		}
+		if _, err := ts.approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: first.DecisionId, Result: "deny"}); err != nil {
+			t.Fatalf("session %q: the first of the retried pair by decision_id: %v", session, err)
+		}
+		_ = retried
+
+		ls := bash("ls")
+		rm := bash("rm -rf ~")
+		byID.Result, byID.DenyMessage = "allow", ""
+		_, err := ts.approver.Confirm(ctx, byID)
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "decision_id") || !strings.Contains(err.Error(), "more than one call") {
+			t.Fatalf("session %q: Confirm allow by a call id naming ls and rm -rf ~: %v, want FAILED_PRECONDITION naming decision_id", session, err)
+		}
+		_, err = ts.client.AwaitDecision(ctx, &pb.AwaitDecisionRequest{CallId: "toolu_1", AgentId: "a", SessionId: session})
+		if status.Code(err) != codes.FailedPrecondition {
+			t.Errorf("session %q: AwaitDecision by the shared call id: %v, want FAILED_PRECONDITION", session, err)
+		}
+		_, err = ts.client.ReportResult(ctx, &pb.ReportResultRequest{CallId: "toolu_1", AgentId: "a", SessionId: session})
+		if status.Code(err) != codes.FailedPrecondition {
+			t.Errorf("session %q: ReportResult by the shared call id: %v, want FAILED_PRECONDITION", session, err)
+		}
+		// Nothing was approved: both asks are still pending, each answerable by its decision id.
+		for _, id := range []string{ls.DecisionId, rm.DecisionId} {
+			r, err := ts.client.AwaitDecision(ctx, &pb.AwaitDecisionRequest{DecisionId: id})
+			if err != nil || r.State != pb.AskState_ASK_STATE_PENDING {
+				t.Fatalf("session %q: %s: %v, %v; want still pending", session, id, r, err)
+			}
+		}
+		if r, err := ts.approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ls.DecisionId, Result: "allow"}); err != nil || r.Decision != pb.Decision_DECISION_ALLOW {
+			t.Fatalf("session %q: Confirm ls by decision_id: %v, %v", session, r, err)
+		}
+		if r, err := ts.approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: rm.DecisionId, Result: "deny"}); err != nil || r.Decision != pb.Decision_DECISION_DENY {
+			t.Fatalf("session %q: Confirm rm by decision_id: %v, %v", session, r, err)
+		}
+	}
+}

@@ -36,7 +36,8 @@ import (
 // Request limits, checked before any policy runs.
 const (
 	MaxToolNameBytes = 256
-	MaxIDBytes       = 256 // agent_id, session_id, server, call_id, decision_id
+	MaxIDBytes       = 256  // agent_id, session_id, server, call_id, decision_id
+	MaxFilterTools   = 1024 // tools in one FilterTools request
 )
 
 // DefaultMaxArgsBytes bounds a request's encoded args when Config does not.
@@ -216,6 +217,8 @@ func (s *Server) validate(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
 	case *pb.AwaitDecisionRequest:
 		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
+	case *pb.FilterToolsRequest:
+		err = checkFilterTools(r)
 	}
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -332,6 +335,34 @@ func (s *Server) EndSession(ctx context.Context, req *pb.EndSessionRequest) (*pb
 	}
 	ws, _ := callerWorkspace(ctx)
 	return &pb.EndSessionResponse{Found: s.engine.EndSession(ws, req.GetAgentId(), req.GetSessionId())}, nil
+}
+
+// FilterTools implements DecisionService: which tools some call could
+// allow or ask, on the agent's listener, workspace-scoped like Decide.
+func (s *Server) FilterTools(ctx context.Context, req *pb.FilterToolsRequest) (*pb.FilterToolsResponse, error) {
+	ws, _ := callerWorkspace(ctx)
+	resp, err := s.engine.FilterTools(ctx, ws, req)
+	return resp, statusOf(err)
+}
+
+// checkFilterTools bounds a FilterTools request: its ids, the count of
+// tools, and each name as Decide bounds a tool_name.
+func checkFilterTools(r *pb.FilterToolsRequest) error {
+	if err := checkIDs(map[string]string{"agent_id": r.GetAgentId(), "session_id": r.GetSessionId()}); err != nil {
+		return err
+	}
+	if len(r.GetTools()) > MaxFilterTools {
+		return fmt.Errorf("tools: %d tools, more than the limit of %d", len(r.GetTools()), MaxFilterTools)
+	}
+	for i, t := range r.GetTools() {
+		switch {
+		case t.GetName() == "":
+			return fmt.Errorf("tools[%d].name: required", i)
+		case len(t.GetName()) > MaxToolNameBytes || len(t.GetServer()) > MaxToolNameBytes:
+			return fmt.Errorf("tools[%d]: a name or server of more than %d bytes", i, MaxToolNameBytes)
+		}
+	}
+	return nil
 }
 
 // ListPending implements DecisionService: each ask as a person must see

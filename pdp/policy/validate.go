@@ -20,6 +20,10 @@ type Definition struct {
 	Workspace  string           // "" when the definition names none
 	MaxDenials int              // max_consecutive_denials; 0 when unset (Agent.Denials applies the default)
 	Policy     *ExecutionPolicy // execution_policy; nil when unset
+	// AsksViaClient lets an MCP gateway ask the person at the MCP client
+	// (elicitation); AllowSampling lets the server ask the client's model.
+	// Both default to false: the client is the governed agent's own process.
+	AsksViaClient, AllowSampling bool
 }
 
 // agentIssues collects what is wrong with one agent definition: errors
@@ -167,6 +171,8 @@ func (a *agentIssues) definition(v any, builtins map[string]bool) {
 func (a *agentIssues) decode(def map[string]any) Definition {
 	var d Definition
 	d.Workspace, _ = def["workspace"].(string)
+	d.AsksViaClient, _ = def["asks_via_client"].(bool)
+	d.AllowSampling, _ = def["allow_sampling"].(bool)
 	if n, ok := toFloat(def["max_consecutive_denials"]); ok {
 		d.MaxDenials = int(n)
 	}

@@ -53,6 +53,11 @@ type Call struct {
 	Remember   RememberKey
 	Generation uint64
 
+	// Signature is a digest of what the call is (CallSignature): two
+	// decisions with one call id and different signatures are two calls,
+	// with or without a session.
+	Signature CallSig
+
 	seq uint64 // order of arrival: what a page token names
 }
 
@@ -159,7 +164,7 @@ func (p *Pending) Add(a *Call) {
 	}
 	if a.CallID != "" {
 		k := callKey{a.Workspace, a.AgentID, a.SessionID, a.CallID}
-		sig := a.ToolName + "\x00" + string(a.Remember[:])
+		sig := a.Signature
 		ref := p.byCall[k]
 		if ref == nil {
 			ref = &callRef{sig: sig}
@@ -177,7 +182,7 @@ func (p *Pending) Add(a *Call) {
 type callRef struct {
 	id       string
 	held     int
-	sig      string
+	sig      CallSig
 	conflict bool
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -64,16 +66,40 @@ func answer(d pb.Decision) func(*Call) { return func(c *Call) { c.Answer = d } }
 // arguments) while both are held names neither: a person answering "the
 // call toolu_01" must not approve a different one.
 func TestCallIDTakenOverIsAmbiguous(t *testing.T) {
-	p := NewPending(10, time.Minute)
-	now := time.Now()
-	p.Add(&Call{DecisionID: "d1", CallID: "dup", AgentID: "a", SessionID: "s", ToolName: "purge", Remember: RememberKey{1}, Created: now, Decision: pb.Decision_DECISION_ASK})
-	p.Add(&Call{DecisionID: "d2", CallID: "dup", AgentID: "a", SessionID: "s", ToolName: "purge", Remember: RememberKey{2}, Created: now, Decision: pb.Decision_DECISION_ASK})
-	if id, ambiguous := p.ByCallID("", "a", "s", "dup"); !ambiguous {
-		t.Fatalf("ByCallID = %q, not ambiguous", id)
+	for _, session := range []string{"s", ""} {
+		p := NewPending(10, time.Minute)
+		now := time.Now()
+		p.Add(&Call{DecisionID: "d1", CallID: "dup", AgentID: "a", SessionID: session, ToolName: "purge", Signature: CallSig{1}, Created: now, Decision: pb.Decision_DECISION_ASK})
+		p.Add(&Call{DecisionID: "d2", CallID: "dup", AgentID: "a", SessionID: session, ToolName: "purge", Signature: CallSig{2}, Created: now, Decision: pb.Decision_DECISION_ASK})
+		if id, ambiguous := p.ByCallID("", "a", session, "dup"); !ambiguous {
+			t.Fatalf("session %q: ByCallID = %q, not ambiguous", session, id)
+		}
+		p.DropSession("", "a", session)
+		if id, ambiguous := p.ByCallID("", "a", session, "dup"); session != "" && (id != "" || ambiguous) {
+			t.Fatalf("after the session ended: %q, %v", id, ambiguous)
+		}
 	}
-	p.DropSession("", "a", "s")
-	if id, ambiguous := p.ByCallID("", "a", "s", "dup"); id != "" || ambiguous {
-		t.Fatalf("after the session ended: %q, %v", id, ambiguous)
+}
+
+// Two requests are one call when tool, server, args, env and call-site
+// policy are; anything else differs.
+func TestCallSignature(t *testing.T) {
+	args := func(m map[string]any) *structpb.Struct { s, _ := structpb.NewStruct(m); return s }
+	base := &pb.DecideRequest{ToolName: "Bash", Args: args(map[string]any{"command": "ls", "n": 1}), SessionId: "s", CallId: "c"}
+	same := &pb.DecideRequest{ToolName: "Bash", Args: args(map[string]any{"n": 1.0, "command": "ls"}), CallId: "c"}
+	if CallSignature(base) != CallSignature(same) {
+		t.Error("the same call, keys reordered, differs")
+	}
+	for _, other := range []*pb.DecideRequest{
+		{ToolName: "Bash", Args: args(map[string]any{"command": "rm -rf ~", "n": 1})},
+		{ToolName: "bash", Args: base.Args},
+		{ToolName: "Bash", Server: "x", Args: base.Args},
+		{ToolName: "Bash", Args: base.Args, Env: map[string]string{"PATH": "/tmp"}},
+		{ToolName: "Bash", Args: base.Args, ExecutionPolicy: &pb.ExecutionPolicy{Cwd: "/"}},
+	} {
+		if CallSignature(base) == CallSignature(other) {
+			t.Errorf("%v has the signature of %v", other, base)
+		}
 	}
 }
 

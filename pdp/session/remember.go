@@ -1,6 +1,7 @@
 package session
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"sort"
@@ -42,4 +43,24 @@ func KeyOf(server, name string, req *pb.DecideRequest, resp *pb.DecideResponse) 
 		return key, false
 	}
 	return sha256.Sum256(raw), true
+}
+
+// CallSig is a digest of a call as written: tool, server, args, env and
+// call-site execution policy.
+type CallSig [sha256.Size]byte
+
+// CallSignature is the digest two decisions sharing a call id are compared
+// by: a framework that retries a call sends the same one; anything else
+// reusing the id is another call, and the id then names neither.
+func CallSignature(req *pb.DecideRequest) CallSig {
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(&pb.DecideRequest{
+		ToolName: req.GetToolName(), Server: req.GetServer(), Args: req.GetArgs(), Env: req.GetEnv(), ExecutionPolicy: req.GetExecutionPolicy(),
+	})
+	var sig CallSig
+	if err != nil {
+		// Not writable: a signature of its own, unlike any other call's.
+		_, _ = rand.Read(sig[:])
+		return sig
+	}
+	return sha256.Sum256(raw)
 }

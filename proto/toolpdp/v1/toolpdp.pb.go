@@ -1933,9 +1933,14 @@ func (x *FilterToolsRequest) GetTools() []*ToolRef {
 }
 
 type FilterToolsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Visible       []*ToolRef             `protobuf:"bytes,1,rep,name=visible,proto3" json:"visible,omitempty"`
-	Hidden        []*HiddenTool          `protobuf:"bytes,2,rep,name=hidden,proto3" json:"hidden,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Visible []*ToolRef             `protobuf:"bytes,1,rep,name=visible,proto3" json:"visible,omitempty"`
+	Hidden  []*HiddenTool          `protobuf:"bytes,2,rep,name=hidden,proto3" json:"hidden,omitempty"`
+	// What the agent's definition lets an MCP gateway do on its behalf: ask
+	// the person at the MCP client (elicitation), and let the server sample
+	// the client's model. Both false unless the definition says true.
+	AsksViaClient bool `protobuf:"varint,3,opt,name=asks_via_client,json=asksViaClient,proto3" json:"asks_via_client,omitempty"`
+	AllowSampling bool `protobuf:"varint,4,opt,name=allow_sampling,json=allowSampling,proto3" json:"allow_sampling,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1982,6 +1987,20 @@ func (x *FilterToolsResponse) GetHidden() []*HiddenTool {
 		return x.Hidden
 	}
 	return nil
+}
+
+func (x *FilterToolsResponse) GetAsksViaClient() bool {
+	if x != nil {
+		return x.AsksViaClient
+	}
+	return false
+}
+
+func (x *FilterToolsResponse) GetAllowSampling() bool {
+	if x != nil {
+		return x.AllowSampling
+	}
+	return false
 }
 
 type HiddenTool struct {
@@ -2205,10 +2224,12 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12)\n" +
-	"\x05tools\x18\x03 \x03(\v2\x13.toolpdp.v1.ToolRefR\x05tools\"t\n" +
+	"\x05tools\x18\x03 \x03(\v2\x13.toolpdp.v1.ToolRefR\x05tools\"\xc3\x01\n" +
 	"\x13FilterToolsResponse\x12-\n" +
 	"\avisible\x18\x01 \x03(\v2\x13.toolpdp.v1.ToolRefR\avisible\x12.\n" +
-	"\x06hidden\x18\x02 \x03(\v2\x16.toolpdp.v1.HiddenToolR\x06hidden\"M\n" +
+	"\x06hidden\x18\x02 \x03(\v2\x16.toolpdp.v1.HiddenToolR\x06hidden\x12&\n" +
+	"\x0fasks_via_client\x18\x03 \x01(\bR\rasksViaClient\x12%\n" +
+	"\x0eallow_sampling\x18\x04 \x01(\bR\rallowSampling\"M\n" +
 	"\n" +
 	"HiddenTool\x12'\n" +
 	"\x04tool\x18\x01 \x01(\v2\x13.toolpdp.v1.ToolRefR\x04tool\x12\x16\n" +

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/toolpdp/toolpdp/confine"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+const execSynopsis = `toolpdp exec --execution FILE|- [--report FILE] [--best-effort] -- COMMAND [ARG]...
+
+Runs COMMAND confined by the kernel to an allowed call's execution (its
+protojson, or a whole DecideResponse that allows): exactly its env (when
+env_enforced) plus a private TMPDIR, in its cwd, writing only under
+write_paths (protected names inside them read-only), reading only under
+read_paths and the profile, no network when network is "none", no new
+privileges, every process it starts ended with it. It reports on stderr
+(and --report as JSON) what it enforced and what it could not. Exit codes:
+the command's; 126 when the kernel cannot enforce what the execution asks
+for (unless --best-effort) or the run cannot start; 127 when COMMAND is
+not found.`
+
+func execCmd(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if confine.IsChild() {
+		// The run's own process: confine.Run started this binary again.
+		if code := confine.Child(); code != 0 {
+			return exitCode(code)
+		}
+		return nil
+	}
+	fs := newFlagSet("exec", stderr)
+	withSynopsis(fs, execSynopsis)
+	execution := fs.String("execution", "", "the allowed call's execution as protojson: a file, or - for stdin")
+	report := fs.String("report", "", "also write the report as JSON to this file")
+	bestEffort := fs.Bool("best-effort", false, "run even when the kernel cannot enforce a part the execution asks for (the report names each)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	argv := fs.Args()
+	switch {
+	case *execution == "":
+		return fmt.Errorf("%w: exec: --execution is required", errUsage)
+	case len(argv) == 0:
+		return fmt.Errorf("%w: exec: no command after --", errUsage)
+	}
+	spec, err := readExecution(*execution, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolpdp exec: %v\n", err)
+		return exitCode(confine.ExitRefused)
+	}
+	spec.Argv = argv
+	if *execution == "-" {
+		stdin = eofReader{} // the execution was stdin
+	}
+	rep, code := confine.Run(spec, confine.Options{BestEffort: *bestEffort}, stdin, stdout, stderr)
+	if *report != "" {
+		if err := os.WriteFile(*report, rep.JSON(), 0o600); err != nil {
+			fmt.Fprintf(stderr, "toolpdp exec: --report: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	if code != 0 {
+		return exitCode(code)
+	}
+	return nil
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// readExecution reads an execution (or a DecideResponse that allows) as
+// protojson; an unknown field is an error, not a part left out.
+func readExecution(name string, stdin io.Reader) (confine.Spec, error) {
+	var b []byte
+	var err error
+	if name == "-" {
+		b, err = io.ReadAll(io.LimitReader(stdin, 16<<20))
+	} else {
+		b, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return confine.Spec{}, fmt.Errorf("--execution: %w", err)
+	}
+	ex := &pb.Execution{}
+	if err := protojson.Unmarshal(b, ex); err != nil {
+		resp := &pb.DecideResponse{}
+		if err2 := protojson.Unmarshal(b, resp); err2 != nil {
+			return confine.Spec{}, fmt.Errorf("--execution %s: neither an Execution (%v) nor a DecideResponse (%v)", name, err, err2)
+		}
+		if resp.GetDecision() != pb.Decision_DECISION_ALLOW {
+			return confine.Spec{}, fmt.Errorf("--execution %s: the decision is %v, not an allow", name, resp.GetDecision())
+		}
+		if ex = resp.GetExecution(); ex == nil {
+			ex = &pb.Execution{}
+		}
+	}
+	return specOf(ex)
+}
+
+func specOf(ex *pb.Execution) (confine.Spec, error) {
+	s := confine.Spec{Env: ex.GetEnv(), EnvEnforced: ex.GetEnvEnforced(), Cwd: ex.GetCwd(),
+		ReadOnlyNames: ex.GetReadOnlyNames(), UnreadableNames: ex.GetUnreadableNames()}
+	if r := ex.GetReadPaths(); r != nil {
+		paths := r.GetPaths()
+		s.ReadPaths = &paths
+	}
+	if w := ex.GetWritePaths(); w != nil {
+		paths := w.GetPaths()
+		s.WritePaths = &paths
+	}
+	switch ex.GetNetwork() {
+	case "none":
+		s.NoNetwork = true
+	case "":
+	default:
+		return s, errors.New("execution.network: " + fmt.Sprintf("%q is not \"none\" or empty", ex.GetNetwork()))
+	}
+	return s, nil
+}

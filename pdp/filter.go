@@ -1,0 +1,79 @@
+package pdp
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/toolpdp/toolpdp/pdp/policy"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// FilterTools says which of req's tools some call could allow or ask for
+// the agent (in the session's pinned definition, when a session is named),
+// as a gateway lists only what the model may try: a tool is hidden when the
+// permission axis denies every call of it — disabled, its server
+// undeclared, its toolset off, its agent unknown or removed — whatever the
+// arguments; a deny that depends on the arguments (a scope, a guardrail)
+// leaves it listed, and Decide still decides every call. Nothing is counted,
+// kept or logged: listing tools is not a call.
+func (e *Engine) FilterTools(ctx context.Context, ws string, req *pb.FilterToolsRequest) (*pb.FilterToolsResponse, error) {
+	resp := &pb.FilterToolsResponse{}
+	hideAll := func(reason string) (*pb.FilterToolsResponse, error) {
+		for _, t := range req.GetTools() {
+			resp.Hidden = append(resp.Hidden, &pb.HiddenTool{Tool: t, Reason: reason})
+		}
+		return resp, nil
+	}
+	a := e.current.Load()
+	if a == nil {
+		return hideAll("no policy is loaded yet: every tool call is denied until a bundle loads")
+	}
+	agentID := policy.AgentID(req.GetAgentId())
+	current := a.snap.Agent(agentID)
+	if ws != "" && current != nil && current.Workspace != "" && current.Workspace != ws {
+		return nil, &Error{Code: PermissionDenied, Message: fmt.Sprintf("agent_id: agent '%s' belongs to another workspace than this caller's (%s)", agentID, ws)}
+	}
+	agent := current
+	if req.GetSessionId() != "" {
+		var lost bool
+		if agent, lost = e.sessions.Pin(ws, agentID, req.GetSessionId(), current, e.cfg.Now()); lost {
+			return hideAll("this session's state was released because more sessions were open than the server holds: start a new session")
+		}
+	}
+	if agent != nil && current == nil {
+		return hideAll(fmt.Sprintf("agent '%s' was removed from the policy: every call of its running sessions is denied", agentID))
+	}
+	if agent != nil {
+		resp.AsksViaClient, resp.AllowSampling = agent.AsksViaClient, agent.AllowSampling
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.EvalTimeout*4)
+	defer cancel()
+	for _, t := range req.GetTools() {
+		probe := &pb.DecideRequest{AgentId: req.GetAgentId(), SessionId: req.GetSessionId(), ToolName: t.GetName(), Server: t.GetServer()}
+		d, err := a.snap.Decide(ctx, probe, agent)
+		if err != nil {
+			e.log.Error("evaluation failed while filtering tools", "agent_id", agentID, "tool_name", t.GetName(), "error", err)
+		}
+		if reason, hidden := everyCallDenied(d); hidden {
+			resp.Hidden = append(resp.Hidden, &pb.HiddenTool{Tool: t, Reason: reason})
+		} else {
+			resp.Visible = append(resp.Visible, t)
+		}
+	}
+	return resp, nil
+}
+
+// everyCallDenied reports whether a decision for a call with no arguments
+// denies every call of that tool: a deny of the permission axis (or of the
+// policy itself, an evaluation that failed) does not depend on arguments.
+func everyCallDenied(d *pb.DecideResponse) (string, bool) {
+	if d.GetDecision() != pb.Decision_DECISION_DENY {
+		return "", false
+	}
+	for _, r := range d.GetReasons() {
+		if r.GetEffect() == pb.Decision_DECISION_DENY && (r.GetAxis() == "permission" || r.GetAxis() == "policy") {
+			return r.GetMessage(), true
+		}
+	}
+	return "", false
+}
