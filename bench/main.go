@@ -36,6 +36,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolpdp/toolpdp/client"
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -402,11 +403,8 @@ func opaDecision(url string, body []byte) (string, error) {
 	return out.Result.Decision, json.NewDecoder(resp.Body).Decode(&out)
 }
 
-func dial(target string) *grpc.ClientConn {
-	if !strings.HasPrefix(target, "unix://") {
-		target = "passthrough:///" + target
-	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func dial(addr string) *grpc.ClientConn {
+	conn, err := grpc.NewClient(client.Target(addr), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		panic(err) // impossible: the targets are well-formed
 	}

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolpdp/toolpdp/internal/clip"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -32,16 +32,22 @@ type Client struct {
 // sidecar on the pod's loopback or a shared socket). Pass grpc.DialOptions
 // for TLS or a bearer token. The connection is made lazily.
 func Dial(addr string, opts ...grpc.DialOption) (*Client, error) {
-	target := addr
-	if !strings.HasPrefix(addr, "unix://") {
-		target = "passthrough:///" + addr
-	}
 	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
-	conn, err := grpc.NewClient(target, opts...)
+	conn, err := grpc.NewClient(Target(addr), opts...)
 	if err != nil {
 		return nil, err
 	}
 	return &Client{conn: conn, svc: pb.NewDecisionServiceClient(conn), timeout: DefaultTimeout}, nil
+}
+
+// Target is the gRPC target of a sidecar's address: "unix:///path" as it
+// is, "host:port" dialled as given (passthrough, no name resolution
+// scheme read into it).
+func Target(addr string) string {
+	if strings.HasPrefix(addr, "unix://") {
+		return addr
+	}
+	return "passthrough:///" + addr
 }
 
 // WithTimeout sets the bound on one decision.
@@ -111,7 +117,7 @@ func (c *Client) Answer(ctx context.Context, req *pb.ConfirmRequest) (*pb.Confir
 func (c *Client) ReportResult(ctx context.Context, decisionID string, toolErr error) (halt bool, err error) {
 	req := &pb.ReportResultRequest{DecisionId: decisionID}
 	if toolErr != nil {
-		req.IsError, req.Error = true, truncate(toolErr.Error(), 4096)
+		req.IsError, req.Error = true, clip.Head(toolErr.Error(), 4096)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -120,16 +126,6 @@ func (c *Client) ReportResult(ctx context.Context, decisionID string, toolErr er
 		return false, err
 	}
 	return resp.GetHalt(), nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // EndSession releases a session's state in the sidecar.

@@ -3,46 +3,22 @@ package client_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/toolpdp/toolpdp/client"
 	"github.com/toolpdp/toolpdp/pdp"
-	"github.com/toolpdp/toolpdp/pdp/grpcapi"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
-// serve starts a real toolpdp server on a unix socket, on the embedded default.
+// serve starts a real toolpdp server on a unix socket, on the embedded
+// default; its address.
 func serve(t *testing.T) string {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg := prometheus.NewRegistry()
-	engine, err := pdp.New(pdp.Config{Logger: log, Registerer: reg, EvalTimeout: time.Second, TestTimeout: time.Minute, MaxSessions: 10, MaxPending: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := engine.Reload(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
-	srv, _, err := grpcapi.New(engine, grpcapi.Config{MaxArgsBytes: 1 << 20, Logger: log, Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
-	return "unix://" + sock
+	return grpcapitest.NewServer(t, grpcapitest.Options{Unix: true, Engine: pdp.Config{EvalTimeout: time.Second, MaxSessions: 10, MaxPending: 10}}).Addr
 }
 
 func TestCheckDecides(t *testing.T) {

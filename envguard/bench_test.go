@@ -40,7 +40,7 @@ func BenchmarkParseCommand(b *testing.B) {
 // differential test's rules, as a guarded Bash decision runs it.
 func BenchmarkAnalyze(b *testing.B) {
 	tables := diffTables(b)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
+	rules := diffRulesFor(b, tables)
 	for name, cmd := range map[string]string{
 		"simple":   "ls -la",
 		"pipeline": "cd src && go test ./... | tee out.txt",

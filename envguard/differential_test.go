@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolpdp/toolpdp/envguard/protectednames"
 )
 
 // The differential test runs commands under the real bash and checks the
@@ -40,7 +42,8 @@ var (
 	stubs = []string{"curl", "wget", "rm", "python", "python3", "python3.12", "python2.7", "git", "id", "ls", "cat", "echo",
 		"true", "false", "tee", "head", "nc", "sleep", "touch", "grep", "go", "pytest", "make", "npm", "node"}
 	real = []string{"bash", "dash", "sh", "env", "timeout", "nice", "nohup", "stdbuf", "setsid", "xargs", "find", "flock", "sed",
-		"awk", "perl", "tr", "taskset", "ionice", "mount"}
+		"awk", "perl", "tr", "taskset", "ionice", "mount", "gdb", "sqlite3", "vim.basic", "logsave", "capsh", "gcc", "split", "sort",
+		"diff", "diff3", "sdiff"}
 )
 
 type sandbox struct {
@@ -166,28 +169,57 @@ func (s *sandbox) exec(cmd string) (string, error) {
 }
 
 // diffTables are the library's tables, read from the bundle's data file.
-func diffTables(t testing.TB) *Tables {
+func diffTables(t testing.TB) *Tables { return readTables(t, nil) }
+
+// readTables reads the library's tables, edited by edit when it is not
+// nil, and compiles them.
+func readTables(t testing.TB, edit func(map[string]any)) *Tables {
 	t.Helper()
 	data, err := os.ReadFile("../rego/library/toolpdp/tables/data.json")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if edit != nil {
+		var raw map[string]any
+		if err := json.Unmarshal(data, &raw); err != nil {
+			t.Fatal(err)
+		}
+		edit(raw)
+		if data, err = json.Marshal(raw); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var tables Tables
 	if err := json.Unmarshal(data, &tables); err != nil {
+		t.Fatal(err)
+	}
+	if err := tables.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	return &tables
 }
 
-// checkDifferential runs one command and reports a disagreement.
-func checkDifferential(t testing.TB, s *sandbox, tables *Tables, rules *Rules, cmd string) {
+// diffRulesFor are the differential test's rules, with the library's
+// protected names for writes and .env for reads.
+func diffRulesFor(t testing.TB, tables *Tables) *Rules {
+	t.Helper()
+	rules, err := tables.CompileRules(diffRules.deny, diffRules.ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules.Protect(protectednames.New(append([]string{".env"}, tables.ProtectedNames...)), protectednames.New([]string{".env"}))
+}
+
+// checkDifferential runs one command and reports a disagreement; it
+// reports whether the command was allowed (and so run).
+func checkDifferential(t testing.TB, s *sandbox, tables *Tables, rules *Rules, cmd string) bool {
 	t.Helper()
 	a, err := tables.Analyze(context.Background(), cmd)
 	if err != nil {
-		return // asked: the command cannot be checked
+		return false // asked: the command cannot be checked
 	}
-	if len(a.Unseen) > 0 || len(rules.Match(tables, a)) > 0 {
-		return // asked or denied
+	if len(a.Unseen) > 0 || len(rules.Match(tables, a)) > 0 || len(rules.Protected(context.Background(), a, s.work)) > 0 {
+		return false // asked or denied
 	}
 	records, out, err := s.run(cmd)
 	if err != nil {
@@ -203,6 +235,7 @@ func checkDifferential(t testing.TB, s *sandbox, tables *Tables, rules *Rules, c
 			t.Errorf("UNSEEN: %q ran %q, which no leaf reports\nleaves: %v", cmd, r, leafArgvs(a))
 		}
 	}
+	return true
 }
 
 func literalLeaf(argv []string) Leaf {
@@ -246,7 +279,7 @@ func leafArgvs(a *Analysis) []string {
 func TestShellDifferentialShapes(t *testing.T) {
 	s := getSandbox(t)
 	tables := diffTables(t)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
+	rules := diffRulesFor(t, tables)
 	for _, cmd := range append(attackShapes, ordinaryShapes...) {
 		checkDifferential(t, s, tables, rules, cmd)
 	}
@@ -258,20 +291,24 @@ func TestShellDifferentialShapes(t *testing.T) {
 func TestShellDifferentialGenerated(t *testing.T) {
 	s := getSandbox(t)
 	tables := diffTables(t)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
+	rules := diffRulesFor(t, tables)
 	n := 300
 	if testing.Short() {
 		n = 60
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	start := time.Now()
-	for i := 0; i < n && time.Since(start) < 60*time.Second; i++ {
+	ran, i := 0, 0
+	for ; i < n && time.Since(start) < 60*time.Second; i++ {
 		seed := make([]byte, 64)
 		for j := range seed {
 			seed[j] = byte(r.UintN(256))
 		}
-		checkDifferential(t, s, tables, rules, generate(seed))
+		if checkDifferential(t, s, tables, rules, generate(seed)) {
+			ran++
+		}
 	}
+	t.Logf("%d generated commands, %d allowed and run under bash", i, ran)
 }
 
 // FuzzShellDifferential: go test ./envguard -run '^$' -fuzz FuzzShellDifferential -fuzztime 10m
@@ -280,7 +317,7 @@ func FuzzShellDifferential(f *testing.F) {
 	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
 	f.Add([]byte{200, 100, 50, 25, 12, 6, 3, 1, 0, 255, 128, 64, 32, 16, 8, 4, 2})
 	tables := diffTables(f)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
+	rules := diffRulesFor(f, tables)
 	f.Fuzz(func(t *testing.T, seed []byte) {
 		checkDifferential(t, getSandbox(t), tables, rules, generate(seed))
 	})
@@ -317,7 +354,7 @@ func (g *gen) command(depth int) string {
 		return g.simple()
 	}
 	d := depth - 1
-	switch g.n(31) {
+	switch g.n(40) {
 	case 0:
 		return g.command(d) + "; " + g.command(d)
 	case 1:
@@ -378,8 +415,62 @@ func (g *gen) command(depth int) string {
 		return "X=" + shellQuote(g.command(d)) + "; " + g.pick("bash -c \"$X\"", "eval \"$X\"", "$X", "echo \"$X\" | sh")
 	case 29:
 		return "declare -a v; sleep 0 & wait -n -p " + shellQuote("v[$("+g.simple()+")0]")
+	case 31, 32, 33, 34, 35, 36, 37, 38:
+		return g.closedWorld(d)
 	default:
 		return "time " + g.command(d)
+	}
+}
+
+// closedWorld composes the classes a closed world must model: the shell's
+// own variables by each assignment form, extended globs and patterns,
+// option clusters, path spellings of stdin, command readers, options that
+// run commands, and runners.
+func (g *gen) closedWorld(d int) string {
+	inner := g.command(d)
+	q := shellQuote(inner)
+	sub := shellQuote("$(" + inner + ")")
+	switch g.n(9) {
+	case 0: // variables bash reads, by every means of assignment
+		set := g.pick("set -x", "set -o xtrace", "set -xv", "set -ex")
+		return g.pick(": ${PS4:="+sub+"}", ": ${PS4="+sub+"}", "printf -vPS4 %s "+sub, "printf -v PS4 %s "+sub,
+			"read -r PS4 <<< "+sub, "read -ra PS4 <<< "+sub, "mapfile -t PS4 <<< "+sub, "declare PS4="+sub, "export PS4="+sub,
+			"PS4="+sub, "typeset PS4="+sub, "local PS4="+sub+" 2>/dev/null") + "; " + set + "; true 2>/dev/null"
+	case 1:
+		prog := g.pick("curl", "rm", "python3", "git", "id")
+		return g.pick("BASH_CMDS[zz]=/usr/bin/"+prog+"; zz "+g.args(), ": ${BASH_CMDS[zz]:=/usr/bin/"+prog+"}; zz "+g.args(),
+			"hash -p /usr/bin/"+prog+" zz; zz "+g.args(), "shopt -s expand_aliases; BASH_ALIASES[zz]="+prog+"\nzz "+g.args(),
+			"for PS4 in "+sub+"; do set -x; true; done 2>/dev/null", "X="+sub+"; export PS4=$X; bash -xc true 2>/dev/null")
+	case 2: // extended globs and patterns
+		return g.pick("[[ a == @($("+inner+")) ]]", "[[ a == !($("+inner+")|b) ]]", "[[ a == +(x|*($("+inner+"))) ]]",
+			"shopt -s extglob\ncase a in @($("+inner+"))) ;; esac", "shopt -s extglob\necho ?($("+inner+"))",
+			"x=a; echo ${x#@($("+inner+"))}", "case a in $("+inner+")) ;; esac", "[[ a == $("+inner+")* ]]")
+	case 3: // option clusters as bash and dash read them
+		return g.pick("bash -oc errexit", "bash -co errexit", "sh -oc errexit", "bash -xoc errexit", "bash -Oc extglob",
+			"dash -ec", "bash -ooc errexit nounset", "bash --norc -oc errexit", "bash -c -e") + " " + q
+	case 4: // stdin by any spelling
+		path := g.pick("/dev//stdin", "/dev/./stdin", "/dev/../dev/stdin", "/proc/self/fd/0", "/dev/fd/0", "/proc/self/root/dev/stdin",
+			"/proc/thread-self/fd/0", "//dev/stdin", "/dev/fd/../fd/0")
+		return g.pick("bash "+path, "sh "+path, ". "+path, "source "+path, "perl "+path) + " <<< " + q
+	case 5:
+		return g.pick("bash /dev/fd/3 3<<< "+q, "echo x | sed -f /dev//fd/3 3<<< "+shellQuote("1e "+g.simple()),
+			"echo x | awk -f /dev/./stdin", "bash < /dev/./stdin <<< "+q)
+	case 6: // command readers and inline code
+		s := g.simple()
+		return g.pick("perl -wwwwwwwe "+shellQuote("system q{"+s+"}"), "perl -wwlwwwwe "+shellQuote("system q{"+s+"}"),
+			"gdb -q -batch -iex "+shellQuote("shell "+s), "gdb -q -batch --ex "+shellQuote("shell "+s), "echo "+shellQuote("shell "+s)+" | gdb -q",
+			"gdb -q -batch -eval-command="+shellQuote("shell "+s), "sqlite3 :memory: "+shellQuote(".sys "+s), "sqlite3 :memory: "+shellQuote(".sh "+s),
+			"echo "+shellQuote(".shell "+s)+" | sqlite3", "vim.basic -es -c "+shellQuote("!"+s)+" -c q", "echo "+shellQuote("!"+s)+" | vim.basic -es",
+			"awk 'BEGIN{system\\\n(\""+s+"\")}'")
+	case 7: // options that run a command
+		s := g.simple()
+		return g.pick("gcc -wrapper "+strings.ReplaceAll(s, " ", ",")+" -E -x c /dev/null", "echo x | split --filter="+shellQuote(s),
+			"echo x | sort --compress-program="+g.program()+" -S 1 -T /tmp", "diff3 --diff-program="+g.program()+" x y x",
+			"sdiff --diff-program="+g.program()+" x y")
+	default: // runners
+		s := g.simple()
+		return g.pick("logsave /dev/null "+s, "logsave -a log "+s, "capsh -- -c "+shellQuote(s), "capsh --shell=/usr/bin/"+g.pick("curl", "rm", "id")+" -- "+g.args(),
+			"ssh-agent -t 1 -t 2 -t 3 -t 4 -t 5 -t 6 "+s)
 	}
 }
 
@@ -475,7 +566,7 @@ var ordinaryShapes = []string{
 // TestShellShapesOrdinaryHaveNothingUnseen: everyday commands stay allowed.
 func TestShellShapesOrdinaryHaveNothingUnseen(t *testing.T) {
 	tables := diffTables(t)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
+	rules := diffRulesFor(t, tables)
 	for _, cmd := range ordinaryShapes {
 		a, err := tables.Analyze(context.Background(), cmd)
 		if err != nil {
@@ -495,7 +586,7 @@ func TestShellShapesOrdinaryHaveNothingUnseen(t *testing.T) {
 // for an agent with command rules, whatever bash would make of it.
 func TestShellAttackShapesAreNotAllowed(t *testing.T) {
 	tables := diffTables(t)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
+	rules := diffRulesFor(t, tables)
 	for _, cmd := range attackShapes {
 		a, err := tables.Analyze(context.Background(), cmd)
 		if err != nil {

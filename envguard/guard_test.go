@@ -26,7 +26,7 @@ func verdictOf(tables *Tables, rules *Rules, a *Analysis) string {
 		}
 		out = "ask"
 	}
-	if len(a.Unseen) > 0 {
+	if len(a.Unseen) > 0 || len(rules.Protected(context.Background(), a, "")) > 0 {
 		out = "ask"
 	}
 	return out
@@ -36,8 +36,8 @@ func verdictOf(tables *Tables, rules *Rules, a *Analysis) string {
 // must be caught and ordinary commands of the same family that must not.
 func TestGuardShapes(t *testing.T) {
 	tables := diffTables(t)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
-	classes := map[string][]struct{ cmd, want string }{
+	rules := diffRulesFor(t, tables)
+	classes := map[string][]shape{
 		"wrappers with their option grammar": {
 			{"env -S 'curl x'", "deny"}, {"env -S'curl -s' x", "deny"}, {"env -i - curl x", "deny"}, {"env -u HOME -C d curl x", "deny"},
 			{"env --split-string='rm -r' -- -f x", "deny"}, {"env A=1 curl x", "deny"}, {"timeout -k 1 -s KILL 5 curl x", "deny"},
@@ -59,7 +59,7 @@ func TestGuardShapes(t *testing.T) {
 		},
 		"code run indirectly": {
 			{"eval ls", "ask"}, {"eval \"$(cat f)\"", "ask"}, {"source <(echo ls)", "ask"}, {". /dev/stdin", "ask"}, {"source /proc/self/fd/0", "ask"},
-			{"source \"$F\"", "ask"}, {"trap 'ls' EXIT", "ask"}, {"alias ll='ls -l'", "ask"}, {"hash -p /x ls", "ask"}, {"enable -f x.so y", "ask"},
+			{"source \"$F\"", "ask"}, {"trap 'ls' EXIT", "allow"}, {"trap \"$CMD\" EXIT", "ask"}, {"trap 'eval x' EXIT", "ask"}, {"alias ll='ls -l'", "ask"}, {"hash -p /x ls", "ask"}, {"enable -f x.so y", "ask"},
 			{"source .venv/bin/activate", "allow"}, {". ./env.sh", "allow"}, {"trap - EXIT", "allow"}, {"trap '' INT", "allow"}, {"alias", "allow"},
 			{"hash -r", "allow"}, {"fc -s", "ask"}, {"echo '!id' | ed x", "ask"}, {"dc -e '!id'", "ask"}, {"psql -c '\\! id' db", "ask"},
 			{"sqlite3 db '.shell id'", "ask"}, {"at now <<< id", "ask"}, {"tmux new -d 'curl x'", "deny"}, {"read x < f; echo ${x@P}", "ask"},
@@ -130,7 +130,7 @@ func TestGuardShapes(t *testing.T) {
 		"rules: words anywhere": {
 			{"git push", "ask"}, {"git -C d push", "ask"}, {"git --no-pager push", "ask"}, {"git -c k=v push origin", "ask"},
 			{"git push --force", "ask"}, {"git config alias.p push", "ask"},
-			{"git status", "allow"}, {"git pull", "allow"}, {"git log --oneline", "allow"}, {"git pushd", "allow"},
+			{"git status", "allow"}, {"git pull", "allow"}, {"git log --oneline", "allow"}, {"git pushd", "ask"},
 		},
 		"protected names spelt as file systems read them": {
 			{"echo x > .git./hooks/pre-commit", "ask"}, {"echo x > '.gi\u200ct/hooks/x'", "ask"}, {"cp a .mcp.j\u017fon", "ask"},
@@ -157,7 +157,7 @@ func TestGuardShapes(t *testing.T) {
 			{"python3.7m -c 1", "deny"}, {"/root/.pyenv/versions/3.7.16/bin/python3.7m x", "deny"}, {"python3.13t x", "deny"},
 			{"python3-dbg x", "deny"}, {"source ~/.bashrc", "allow"}, {"bash ~/bin/build.sh", "allow"},
 			{"find . -name '*.o' -exec rm {} +", "allow"}, {"find push -exec git {} \\;", "ask"}, {"npm test", "allow"},
-			{"git log --oneline", "allow"}, {"cat .git/HEAD", "allow"}, {"make -j2 all", "allow"}, {"vim -es x", "allow"},
+			{"git log --oneline", "allow"}, {"cat .git/HEAD", "allow"}, {"make -j2 all", "allow"}, {"vim -es x", "ask"}, {"vim -es x < cmds.vim", "allow"},
 		},
 		"found by the second red team round": {
 			{"ls # \\\ncurl x", "deny"}, {"ls #\\\nrm -rf d", "deny"}, {"ls # \\\ngit push origin", "ask"}, {"echo a # x \\\n# y \\\ncurl x", "deny"},
@@ -187,7 +187,7 @@ func TestGuardShapes(t *testing.T) {
 			{"printf x >> $PWD/.git/config", "ask"}, {"cd .git; printf x >> config", "ask"},
 			{"mkdir -p ~/.config/git; printf '[alias]' > ~/.config/git/config", "ask"}, {"i386 curl x", "deny"}, {"x86_64 -R curl x", "deny"},
 			{"sftp -D 'curl x' h", "ask"}, {"read -r i < f; declare -a 'a=([$i]=1)'", "ask"},
-			{"set -e", "allow"}, {"set -euo pipefail; ls", "allow"}, {"cd src && ls", "allow"}, {"printf x > $OUT", "allow"},
+			{"set -e", "allow"}, {"set -euo pipefail; ls", "allow"}, {"cd src && ls", "allow"}, {"printf x > $OUT", "ask"}, {"printf x > out.txt", "allow"},
 		},
 		"rules: words known only at run time": {
 			{"rm \"$f\"", "ask"}, {"rm $f x", "ask"}, {"f=-rf; rm $f x", "ask"}, {"rm -r{f,}", "ask"}, {"rm -{r,f} x", "ask"}, {"rm * ", "ask"},
@@ -195,6 +195,15 @@ func TestGuardShapes(t *testing.T) {
 			{"git add *.go", "allow"}, {"rm build/*", "allow"}, {"rm -r build/*.o", "allow"}, {"git checkout {a,b}.go", "allow"}, {"rm -r ~/x", "ask"},
 		},
 	}
+	checkShapes(t, tables, rules, classes)
+}
+
+type shape struct{ cmd, want string }
+
+// checkShapes checks each class's shapes (at least five) against the
+// verdict they must get.
+func checkShapes(t *testing.T, tables *Tables, rules *Rules, classes map[string][]shape) {
+	t.Helper()
 	total := 0
 	for class, shapes := range classes {
 		if len(shapes) < 5 {
@@ -221,7 +230,7 @@ func TestGuardShapes(t *testing.T) {
 // TestGuardArgv: an argv list goes through the same unwrapping.
 func TestGuardArgv(t *testing.T) {
 	tables := diffTables(t)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
+	rules := diffRulesFor(t, tables)
 	for _, c := range []struct {
 		argv []string
 		want string

@@ -1,27 +1,36 @@
 package envguard
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/toolpdp/toolpdp/envguard/protectednames"
 )
 
 // Rules are command rules ("curl", "rm -rf", "git push"), compiled once.
 type Rules struct {
 	rules []rule
+	// protect are the names writes through the shell may not reach, and
+	// reads the names reads may not: see Protect.
+	protect, reads *protectednames.Set
 }
 
 type rule struct {
 	text    string
 	list    string // "deny" or "ask"
 	program string
-	short   []byte   // option letters, lower case
-	long    []string // long options with no short alias
-	words   []string // other words
+	// sub is the subcommand the rule names, for a program of the
+	// subcommands table ("push" of "git push"); "" when it names none.
+	sub   string
+	short []byte   // option letters, lower case
+	long  []string // long options with no short alias
+	words []string // other words
 }
 
 // Match is a rule that matches a leaf. Certain is false when the match needs
-// a word known only at run time ($f, a glob): such a match asks, never
-// denies.
+// a word known only at run time ($f, a glob), or the leaf's subcommand
+// cannot be told: such a match asks, never denies.
 type Match struct {
 	List    string // "deny" or "ask"
 	Rule    string
@@ -30,32 +39,53 @@ type Match struct {
 }
 
 // CompileRules compiles deny and ask rules; long options are mapped to short
-// ones through the tables' option aliases.
-func (t *Tables) CompileRules(deny, ask []string) *Rules {
+// ones through the tables' option aliases. A rule naming a subcommand its
+// program does not have (`git psuh`) is an error: a typo in a rule is no
+// rule.
+func (t *Tables) CompileRules(deny, ask []string) (*Rules, error) {
 	r := &Rules{}
 	for _, l := range []struct {
 		list  string
 		rules []string
 	}{{"deny", deny}, {"ask", ask}} {
-		for _, text := range l.rules {
-			if c, ok := t.compileRule(l.list, text); ok {
+		for i, text := range l.rules {
+			c, ok, err := t.compileRule(l.list, text)
+			if err != nil {
+				return nil, fmt.Errorf("%s_commands[%d]: %w", l.list, i, err)
+			}
+			if ok {
 				r.rules = append(r.rules, c)
 			}
 		}
 	}
-	return r
+	return r, nil
 }
 
 // Empty reports a rule set with no rule.
 func (r *Rules) Empty() bool { return r == nil || len(r.rules) == 0 }
 
-func (t *Tables) compileRule(list, text string) (rule, bool) {
+func (t *Tables) compileRule(list, text string) (rule, bool, error) {
 	fields := strings.Fields(text)
 	if len(fields) == 0 {
-		return rule{}, false
+		return rule{}, false, nil
 	}
 	c := rule{text: text, list: list, program: baseName(fields[0])}
-	for _, f := range fields[1:] {
+	rest := fields[1:]
+	if sc := t.tables().subcommands[c.program]; sc != nil {
+		for i, f := range rest {
+			if strings.HasPrefix(f, "-") {
+				continue
+			}
+			sub, n := sc.canonical(rest[i:])
+			if !sc.subs[sub] {
+				return rule{}, false, fmt.Errorf("rule %q: %q is not a %s subcommand toolpdp knows", text, f, c.program)
+			}
+			c.sub = sub
+			rest = append(append([]string(nil), rest[:i]...), rest[i+n:]...)
+			break
+		}
+	}
+	for _, f := range rest {
 		switch {
 		case strings.HasPrefix(f, "--") && len(f) > 2:
 			if s, ok := t.alias(c.program, f); ok {
@@ -71,7 +101,61 @@ func (t *Tables) compileRule(list, text string) (rule, bool) {
 			c.words = append(c.words, f)
 		}
 	}
-	return c, true
+	return c, true, nil
+}
+
+// canonical is the subcommand words start with, through the aliases (a
+// two-word alias first: docker container rm), and how many words it took.
+func (sc *subcommands) canonical(words []string) (string, int) {
+	if len(words) > 1 {
+		if a, ok := sc.aliases[words[0]+" "+words[1]]; ok {
+			return a, 2
+		}
+	}
+	if a, ok := sc.aliases[words[0]]; ok {
+		return a, 1
+	}
+	return words[0], 1
+}
+
+// find locates a leaf's subcommand among its arguments: the first word
+// that is not a global option or a global option's value. ok is false when
+// it cannot be told (an unknown global option, a word computed at run
+// time, a subcommand the table does not list); sub is "" when there is
+// none (git --version). at is the index of the subcommand's last word.
+func (sc *subcommands) find(args []word) (at int, sub string, ok bool) {
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if w.kind != literal {
+			return i, "", false
+		}
+		t := w.text
+		if strings.HasPrefix(t, "-") && len(t) > 1 {
+			name, _, hasValue := strings.Cut(t, "=")
+			switch {
+			case sc.flags[name]:
+			case sc.values[name]:
+				if !hasValue {
+					i++
+				}
+			case len(name) > 2 && name[1] != '-' && sc.values[name[:2]]:
+				// -Cdir: the value attached
+			default:
+				return i, "", false
+			}
+			continue
+		}
+		texts := []string{t}
+		if i+1 < len(args) && args[i+1].kind == literal {
+			texts = append(texts, args[i+1].text)
+		}
+		sub, n := sc.canonical(texts)
+		if !sc.subs[sub] {
+			return i, "", false
+		}
+		return i + n - 1, sub, true
+	}
+	return len(args), "", true
 }
 
 // alias maps a long option, or an abbreviation of one as getopt_long
@@ -129,16 +213,52 @@ func (r *Rules) Match(t *Tables, a *Analysis) []Match {
 		if l.Dynamic {
 			continue
 		}
+		canon := t.canonicalName(l.Name)
 		for _, c := range r.rules {
-			if !sameProgram(l.Name, c.program) {
+			if !sameProgram(l.Name, c.program) && !sameProgram(canon, c.program) {
 				continue
 			}
-			if ok, certain := c.matches(t, l.words[1:]); ok {
+			if ok, certain := c.matchLeaf(t, l.words[1:]); ok {
 				out = append(out, Match{List: c.list, Rule: c.text, Leaf: i, Certain: certain})
 			}
 		}
 	}
 	return out
+}
+
+// matchLeaf matches a rule against a leaf's arguments: for a program of
+// the subcommands table, the rule's subcommand must be the leaf's and the
+// rest matches among the words after it; a leaf whose subcommand cannot be
+// told matches as it would anywhere, and asks at least.
+func (c rule) matchLeaf(t *Tables, args []word) (ok, certain bool) {
+	sc := t.tables().subcommands[c.program]
+	if sc == nil {
+		return c.matches(t, args)
+	}
+	at, sub, told := sc.find(args)
+	if !told {
+		ok, certain = c.matches(t, args)
+		if !ok || c.sub != "" && !hasWordOf(args, c.sub) {
+			return true, false // what runs depends on a subcommand toolpdp cannot tell
+		}
+		return true, certain
+	}
+	if c.sub == "" {
+		return c.matches(t, args)
+	}
+	if sub != c.sub {
+		return false, false
+	}
+	return c.matches(t, args[at+1:])
+}
+
+func hasWordOf(args []word, s string) bool {
+	for _, a := range args {
+		if a.kind == literal && a.text == s {
+			return true
+		}
+	}
+	return false
 }
 
 // matches checks a rule's options and words against a leaf's arguments,
@@ -231,4 +351,22 @@ func hasWord(args []word, w string) (possible, certain bool) {
 		possible = possible || p
 	}
 	return possible, false
+}
+
+// NetworkUses are the leaves of the analysis that use the network by the
+// tables' network_programs (curl, git push, npm install), as argv lists.
+func (t *Tables) NetworkUses(a *Analysis) [][]string {
+	rules := t.tables().network
+	if rules == nil || a == nil {
+		return nil
+	}
+	var out [][]string
+	seen := map[int]bool{}
+	for _, m := range rules.Match(t, a) {
+		if !seen[m.Leaf] {
+			seen[m.Leaf] = true
+			out = append(out, a.Leaves[m.Leaf].Argv)
+		}
+	}
+	return out
 }

@@ -7,10 +7,7 @@ import (
 	"path"
 	"strings"
 
-	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
-
-	"github.com/toolpdp/toolpdp/envguard/protectednames"
 )
 
 // Bounds on what the shell analysis accepts; past them the command cannot be
@@ -31,6 +28,7 @@ type Leaf struct {
 	// Argv is the command's words; a word with expansions is kept as written.
 	Argv []string
 	// Name is argv[0] without its directory: what command rules match.
+	// git-<sub> is named git (its words are git <sub> …).
 	Name string
 	// Dynamic is set when the program itself is computed at run time
 	// ($(echo curl), "$CMD", a glob or brace pattern): no rule can see it.
@@ -39,6 +37,9 @@ type Leaf struct {
 	Assigns []string
 	// Redirects are the redirections of the statement, e.g. "> /etc/passwd".
 	Redirects []string
+	// Network is set when a redirect of the statement opens bash's
+	// /dev/tcp or /dev/udp.
+	Network bool
 
 	words []word // Argv with what each word could become, for rule matching
 }
@@ -56,17 +57,22 @@ type Unseen struct {
 type Analysis struct {
 	Leaves []Leaf
 	Unseen []Unseen
+	// Network are the redirects that open /dev/tcp or /dev/udp, as written.
+	Network []string
+
+	paths []pathUse // files the command names, for the protected names
 }
 
 // Analyze parses a shell command line into its leaf programs — every simple
 // command of lists, pipelines, subshells, blocks, compound commands, command
-// and process substitutions, function bodies and the scripts given to shells
-// it can see — with wrappers unwrapped by their whole option syntax (the
-// wrapper stays a leaf of its own too), and lists what it cannot see.
+// and process substitutions, patterns, function bodies, trap actions and
+// the scripts given to shells it can see — with wrappers unwrapped by their
+// whole option syntax (the wrapper stays a leaf of its own too), and lists
+// what it cannot see. Every node kind the walk does not model is unseen.
 // Errors wrap ErrUncheckable.
 func (t *Tables) Analyze(ctx context.Context, cmd string) (*Analysis, error) {
 	a := &analyzer{ctx: ctx, t: t}
-	if err := a.script(cmd, 0, nil); err != nil {
+	if err := a.script(cmd, 0); err != nil {
 		return nil, err
 	}
 	return &a.out, nil
@@ -106,11 +112,7 @@ type analyzer struct {
 	ctx context.Context
 	t   *Tables
 	out Analysis
-	// vars are the script's variables with what was assigned to them:
-	// clean when every value was a plain literal. A variable used in
-	// arithmetic is evaluated as an expression, subscripts included, so a
-	// value from elsewhere can run code ($((x)) with x='a[$(id)]').
-	vars map[string]bool // name -> dirty
+	sc  *scope // the variables of the script being walked
 }
 
 // leafCtx is what a leaf's statement says about it beyond its words.
@@ -143,8 +145,8 @@ func clip(s string) string {
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
 // script parses one shell script (the command, or a string a shell is given)
-// and records its leaves. pipedIn marks a script whose own stdin is a pipe.
-func (a *analyzer) script(cmd string, depth int, _ *syntax.Stmt) error {
+// and records its leaves.
+func (a *analyzer) script(cmd string, depth int) error {
 	if err := a.ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUncheckable, err)
 	}
@@ -164,42 +166,83 @@ func (a *analyzer) script(cmd string, depth int, _ *syntax.Stmt) error {
 	if err != nil {
 		return err
 	}
+	outer := a.sc
+	a.sc = newScope(a, cmd, file)
+	defer func() { a.sc = outer }()
 	piped := pipeReceivers(file)
-	a.collectVars(cmd, file)
 	var walkErr error
 	syntax.Walk(file, func(node syntax.Node) bool {
 		if walkErr != nil {
 			return false
 		}
-		switch n := node.(type) {
-		case *syntax.Stmt:
-			walkErr = a.stmt(cmd, n, piped[n], depth)
-		case *syntax.ArithmExp:
-			a.arithm(cmd, n, n.X)
-		case *syntax.ArithmCmd:
-			a.arithm(cmd, n, n.X)
-		case *syntax.CStyleLoop:
-			a.arithm(cmd, n, n.Init)
-			a.arithm(cmd, n, n.Cond)
-			a.arithm(cmd, n, n.Post)
-		case *syntax.LetClause:
-			for _, x := range n.Exprs {
-				a.arithm(cmd, n, x)
-			}
-		case *syntax.ParamExp:
-			a.paramExp(cmd, n)
-		case *syntax.TestClause:
-			a.testClause(cmd, n)
-		case *syntax.DeclClause:
-			a.declClause(cmd, n)
-		case *syntax.ForClause:
-			if it, ok := n.Loop.(*syntax.WordIter); ok && it.Name != nil && a.t.unsafeName(it.Name.Value) {
-				a.unseen("a loop setting "+it.Name.Value+", which changes what a program runs", source(cmd, n))
-			}
-		}
-		return true
+		walkErr = a.node(cmd, node, piped, depth)
+		return walkErr == nil
 	})
 	return walkErr
+}
+
+// node judges one node of the parse: each kind the analysis models is
+// checked for what it runs or evaluates; any other kind is unseen.
+func (a *analyzer) node(cmd string, node syntax.Node, piped map[*syntax.Stmt]bool, depth int) error {
+	switch n := node.(type) {
+	case nil, *syntax.File, *syntax.Comment, *syntax.Word, *syntax.Lit, *syntax.SglQuoted, *syntax.DblQuoted, *syntax.CmdSubst,
+		*syntax.ProcSubst, *syntax.Subshell, *syntax.Block, *syntax.IfClause, *syntax.WhileClause, *syntax.BinaryCmd,
+		*syntax.FuncDecl, *syntax.CaseClause, *syntax.CaseItem, *syntax.BinaryTest, *syntax.UnaryTest, *syntax.ParenTest,
+		*syntax.ArrayExpr, *syntax.ArrayElem, *syntax.TimeClause, *syntax.BraceExp, *syntax.ParenArithm, *syntax.Redirect,
+		*syntax.Assign, *syntax.CallExpr:
+		// Modelled through their parents or their children.
+	case *syntax.Stmt:
+		return a.stmt(cmd, n, piped[n], depth)
+	case *syntax.ArithmExp:
+		a.arithm(cmd, n, n.X)
+	case *syntax.ArithmCmd:
+		a.arithm(cmd, n, n.X)
+	case *syntax.BinaryArithm, *syntax.UnaryArithm:
+		a.arithmAssign(cmd, n)
+	case *syntax.CStyleLoop:
+		a.arithm(cmd, n, n.Init)
+		a.arithm(cmd, n, n.Cond)
+		a.arithm(cmd, n, n.Post)
+	case *syntax.LetClause:
+		for _, x := range n.Exprs {
+			a.arithm(cmd, n, x)
+		}
+	case *syntax.ParamExp:
+		a.paramExp(cmd, n)
+	case *syntax.TestClause:
+		a.testClause(cmd, n)
+	case *syntax.DeclClause:
+		a.declClause(cmd, n)
+	case *syntax.ForClause:
+		if it, ok := n.Loop.(*syntax.WordIter); ok && it.Name != nil {
+			a.assignName(source(cmd, n), it.Name.Value, "a loop setting")
+		}
+	case *syntax.WordIter:
+	case *syntax.CoprocClause:
+		if n.Name != nil {
+			if w := wordOf(cmd, n.Name); w.kind == literal {
+				a.assignName(source(cmd, n), w.text, "coproc setting")
+			}
+		}
+	case *syntax.ExtGlob:
+		return a.extGlob(cmd, n, depth)
+	default:
+		a.unseen(fmt.Sprintf("a shell construct toolpdp does not model (%T)", node), source(cmd, node))
+	}
+	return nil
+}
+
+// extGlob analyses an extended glob's pattern, which the parser keeps as
+// text: its alternatives are patterns of a case item, with every
+// substitution in them a leaf like any other.
+func (a *analyzer) extGlob(src string, g *syntax.ExtGlob, depth int) error {
+	if g.Pattern == nil || !strings.ContainsAny(g.Pattern.Value, "$`<>(") {
+		return nil
+	}
+	if err := a.script("case _ in "+g.Pattern.Value+") ;; esac", depth+1); err != nil {
+		a.unseen("an extended glob toolpdp cannot parse ("+clip(source(src, g))+")", source(src, g))
+	}
+	return nil
 }
 
 // parseBash parses a script as bash reads it. The parser continues a
@@ -290,7 +333,7 @@ func stdinKind(s *syntax.Stmt) stdin {
 			w := wordOf("", r.Word)
 			switch {
 			case w.kind != literal || stdinAlias(w.text):
-				kind = stdinPipe
+				kind = stdinPipe // a descriptor, a connection, or named at run time
 			case r.Op == syntax.DplIn:
 				// <&N duplicates another descriptor: whatever that holds.
 				kind = stdinPipe
@@ -302,28 +345,29 @@ func stdinKind(s *syntax.Stmt) stdin {
 	return kind
 }
 
-// stdinAlias reports a path that names the process's own stdin (or another
-// open descriptor): a script read from it comes from stdin.
-func stdinAlias(p string) bool {
-	return p == "-" || p == "/dev/stdin" || strings.HasPrefix(p, "/dev/fd/") || strings.HasPrefix(p, "/proc/self/fd/") ||
-		(strings.HasPrefix(p, "/proc/") && strings.Contains(p, "/fd/"))
-}
-
-// stmt records the leaf of one simple command.
+// stmt records the leaf of one simple command, and what its redirections
+// and assignments do.
 func (a *analyzer) stmt(src string, s *syntax.Stmt, piped bool, depth int) error {
+	kind := stdinKind(s)
+	ctx := leafCtx{src: source(src, s), stmt: s, stdinPiped: piped || kind == stdinPipe, stdinFile: kind == stdinNamedFile}
+	a.redirects(ctx, src, s)
 	call, ok := s.Cmd.(*syntax.CallExpr)
 	if !ok {
 		return nil
 	}
+	words := make([]word, len(call.Args))
+	for i, w := range call.Args {
+		words[i] = a.word(src, w)
+	}
+	prog := ""
+	if len(words) > 0 && words[0].kind == literal {
+		prog = path.Base(words[0].text)
+	}
 	for _, as := range call.Assigns {
-		a.assign(src, as, len(call.Args) == 0)
+		a.assign(src, as, prog)
 	}
 	if len(call.Args) == 0 {
 		return nil
-	}
-	words := make([]word, len(call.Args))
-	for i, w := range call.Args {
-		words[i] = wordOf(src, w)
 	}
 	leaf := Leaf{Assigns: make([]string, 0, len(call.Assigns))}
 	for _, as := range call.Assigns {
@@ -331,37 +375,59 @@ func (a *analyzer) stmt(src string, s *syntax.Stmt, piped bool, depth int) error
 	}
 	for _, r := range s.Redirs {
 		leaf.Redirects = append(leaf.Redirects, source(src, r))
+		if r.Word != nil {
+			if w := wordOf(src, r.Word); w.kind == literal && devPath(w.text) == devNetwork {
+				leaf.Network = true
+			}
+		}
 	}
-	kind := stdinKind(s)
-	ctx := leafCtx{src: source(src, s), stmt: s, stdinPiped: piped || kind == stdinPipe, stdinFile: kind == stdinNamedFile}
-	a.redirects(ctx, src, s)
+	if prog != "" {
+		a.prefixAssigns(ctx, src, call, a.t.canonicalName(prog))
+	}
 	return a.leaf(ctx, leaf, words, depth)
 }
 
-// redirects records a redirection that writes into version-control metadata
-// or agent configuration (> .git/hooks/pre-commit, >> .claude/settings.json):
-// the next git or agent run executes what it wrote.
+// redirects records what a statement's redirections open: files it writes
+// or reads (for the protected names), bash's network connections, and a
+// {NAME}> that assigns a variable.
 func (a *analyzer) redirects(ctx leafCtx, src string, s *syntax.Stmt) {
 	for _, r := range s.Redirs {
+		if r.N != nil && strings.HasPrefix(r.N.Value, "{") {
+			a.assignName(ctx.src, strings.Trim(r.N.Value, "{}"), "a redirect setting")
+		}
+		if r.Word == nil {
+			continue
+		}
+		w := a.word(src, r.Word)
+		if w.kind == literal && devPath(w.text) == devNetwork {
+			a.out.Network = append(a.out.Network, clip(source(src, r)))
+			continue
+		}
 		switch r.Op {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob, syntax.AppClob, syntax.RdrInOut:
-			if w := wordOf(src, r.Word); w.kind != pattern { // $HOME/.gitconfig too, by its written segments
-				a.protectedPath(ctx, "a redirect writing", w.text)
+			a.pathUse(ctx, "a redirect writing", w, true)
+			if w.kind != pattern { // $HOME/.gitconfig too, by its written segments
+				a.execConfig(ctx, "a redirect writing", w.text)
 			}
+		case syntax.DplOut:
+			if w.kind != literal || w.text != "-" && !isDigits(w.text) {
+				a.pathUse(ctx, "a redirect writing", w, true) // >&file is >file 2>&1
+			}
+		case syntax.RdrIn:
+			a.pathUse(ctx, "a redirect reading", w, false)
 		}
 	}
 }
 
-// protectedPath records a path with a protected name, or the name of a
-// file whose contents programs run, as one of its segments.
-func (a *analyzer) protectedPath(ctx leafCtx, what, p string) {
+// execConfig records a write into a file whose contents programs run
+// (~/.gitconfig, ~/.bashrc, git hooks): it runs at the next such program.
+func (a *analyzer) execConfig(ctx leafCtx, what, p string) {
 	if strings.Contains(strings.ToLower(p), ".config/git/") {
 		a.unseen(what+" into "+clip(p)+" (git's configuration, whose aliases run commands)", ctx.src)
 		return
 	}
-	names := protectednames.New(append(a.t.ProtectedNames[:len(a.t.ProtectedNames):len(a.t.ProtectedNames)], a.t.ExecConfigFiles...))
-	if name, ok := names.Match(strings.ReplaceAll(p, "=", "/")); ok { // dd of=.git/x
-		a.unseen(what+" into "+clip(p)+" ("+name+": version control, agent or program configuration, whose files run commands)", ctx.src)
+	if name, ok := a.t.tables().execConfig.Match(strings.ReplaceAll(p, "=", "/")); ok { // dd of=~/.bashrc
+		a.unseen(what+" into "+clip(p)+" ("+name+": program configuration, whose files run commands)", ctx.src)
 	}
 }
 
@@ -377,7 +443,6 @@ func (a *analyzer) leaf(ctx leafCtx, leaf Leaf, words []word, depth int) error {
 	if len(a.out.Leaves) >= MaxLeaves {
 		return fmt.Errorf("%w: more than %d commands", ErrUncheckable, MaxLeaves)
 	}
-	leaf.words = words
 	leaf.Argv = make([]string, len(words))
 	for i, w := range words {
 		leaf.Argv[i] = w.text
@@ -386,7 +451,13 @@ func (a *analyzer) leaf(ctx leafCtx, leaf Leaf, words []word, depth int) error {
 	leaf.Dynamic = prog.kind != literal
 	if !leaf.Dynamic {
 		leaf.Name = path.Base(prog.text)
+		if sub, ok := a.dashed(leaf.Name); ok {
+			// /usr/lib/git-core/git-push is git push.
+			leaf.Name = sub[0]
+			words = append([]word{{text: sub[0], kind: literal}, {text: sub[1], kind: literal}}, words[1:]...)
+		}
 	}
+	leaf.words = words
 	a.out.Leaves = append(a.out.Leaves, leaf)
 	if leaf.Dynamic {
 		a.unseen("a program computed at run time ("+clip(prog.text)+")", ctx.src)
@@ -395,77 +466,16 @@ func (a *analyzer) leaf(ctx leafCtx, leaf Leaf, words []word, depth int) error {
 	return a.runs(ctx, leaf.Name, words, depth)
 }
 
-// word is one shell word: its text with quotes removed when it is a plain
-// literal, else as written, and what it could become at run time.
-type word struct {
-	text string
-	kind wordKind
-	// pattern is, for a glob or brace word, a regular expression matching
-	// every string it could expand to (compiled when a rule needs it).
-	pattern string
-	// home: an opaque word only because it starts with ~ (a path under a
-	// home directory), not a substitution.
-	home bool
-}
-
-type wordKind uint8
-
-const (
-	literal wordKind = iota // exactly this text
-	pattern                 // a glob or brace expansion: one or more strings matching pattern
-	opaque                  // a parameter, command or arithmetic substitution, ~: anything, any number of words
-)
-
-func wordOf(src string, w *syntax.Word) word {
-	if w == nil {
-		return word{kind: opaque}
+// dashed splits git-push into git and push, for a program of the
+// subcommands table whose subcommands are also programs of their own.
+func (a *analyzer) dashed(name string) ([2]string, bool) {
+	prog, sub, ok := strings.Cut(name, "-")
+	if !ok || sub == "" {
+		return [2]string{}, false
 	}
-	out := word{text: source(src, w)}
-	dynamic := false
-	syntax.Walk(w, func(n syntax.Node) bool {
-		switch n.(type) {
-		case *syntax.ParamExp, *syntax.CmdSubst, *syntax.ArithmExp, *syntax.ProcSubst, *syntax.ExtGlob:
-			dynamic = true
-		}
-		return !dynamic
-	})
-	if dynamic || tilde(w) {
-		out.kind, out.home = opaque, !dynamic
-		return out
+	sc := a.t.tables().subcommands[a.t.canonicalName(prog)]
+	if sc == nil || !sc.dashed {
+		return [2]string{}, false
 	}
-	if re, ok := globPattern(w); ok {
-		out.kind, out.pattern = pattern, re
-		return out
-	}
-	// Fields does bash's quote and backslash removal (c\url is curl).
-	// A fresh, empty Config: it neither globs nor reads the environment.
-	// Not nil: mvdan.cc/sh v3.14.1 gives every nil-config caller one
-	// shared global Config and mutates it, a data race under load.
-	if f, err := expand.Fields(&expand.Config{}, w); err == nil && len(f) == 1 {
-		out.text, out.kind = f[0], literal
-		return out
-	}
-	out.kind = opaque
-	return out
-}
-
-// tilde reports a word starting with an unquoted ~ (a home directory).
-func tilde(w *syntax.Word) bool {
-	if len(w.Parts) == 0 {
-		return false
-	}
-	lit, ok := w.Parts[0].(*syntax.Lit)
-	return ok && strings.HasPrefix(lit.Value, "~")
-}
-
-// source is a node's text as written.
-func source(src string, n syntax.Node) string {
-	if src == "" || n == nil {
-		return ""
-	}
-	start, end := int(n.Pos().Offset()), int(n.End().Offset())
-	if start < 0 || end > len(src) || start > end {
-		return ""
-	}
-	return src[start:end]
+	return [2]string{a.t.canonicalName(prog), sub}, true
 }

@@ -15,9 +15,12 @@ import (
 // "?" in front of a dynamic program.
 func leaves(t testing.TB, cmd string) ([]string, error) {
 	t.Helper()
-	ls, err := ParseCommand(cmd)
+	a, err := diffTables(t).Analyze(context.Background(), cmd)
 	var out []string
-	for _, l := range ls {
+	if a == nil {
+		a = &Analysis{}
+	}
+	for _, l := range a.Leaves {
 		s := strings.Join(l.Argv, " ")
 		if l.Dynamic {
 			s = "?" + s
@@ -197,7 +200,7 @@ func FuzzParseCommand(f *testing.F) {
 		f.Add(s)
 	}
 	tables := diffTables(f)
-	rules := tables.CompileRules(diffRules.deny, diffRules.ask)
+	rules := diffRulesFor(f, tables)
 	f.Fuzz(func(t *testing.T, cmd string) {
 		// Parsing is on the decision path: it must be quick for any input.
 		// A watchdog crashes the worker, naming the input, past the bound.

@@ -2,6 +2,7 @@ package envguard
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -26,117 +27,21 @@ type wrapper struct {
 	files bool
 }
 
-var wrappers = map[string]wrapper{
-	"env": {opts: optSpec{flags: "i0v", values: "uCSP", long: merge(
-		longs(longFlag, "ignore-environment", "null", "debug", "list-signal-handling", "help", "version"),
-		longs(longValue, "unset", "chdir", "split-string"),
-		longs(longOptional, "block-signal", "default-signal", "ignore-signal"))}, assigns: true},
-	"timeout": {opts: optSpec{flags: "fpv", values: "sk", long: merge(
-		longs(longFlag, "foreground", "preserve-status", "verbose", "help", "version"),
-		longs(longValue, "signal", "kill-after"))}, operands: 1},
-	"nice":   {opts: optSpec{values: "n", numeric: true, long: merge(longs(longValue, "adjustment"), longs(longFlag, "help", "version"))}},
-	"nohup":  {opts: optSpec{long: longs(longFlag, "help", "version")}},
-	"setsid": {opts: optSpec{flags: "cfw", long: longs(longFlag, "ctty", "fork", "wait", "help", "version")}},
-	"stdbuf": {opts: optSpec{values: "ioe", long: merge(longs(longValue, "input", "output", "error"), longs(longFlag, "help", "version"))}},
-	"time": {opts: optSpec{flags: "apqvV", values: "fo", long: merge(
-		longs(longFlag, "append", "portability", "quiet", "verbose", "help", "version"),
-		longs(longValue, "format", "output"))}},
-	"ionice": {opts: optSpec{flags: "tPpu", values: "cn", long: merge(
-		longs(longFlag, "ignore", "pid", "pgid", "uid", "help", "version"),
-		longs(longValue, "class", "classdata"))}},
-	"chrt": {opts: optSpec{flags: "abdefiorRmpv", values: "TPD", long: merge(
-		longs(longFlag, "all-tasks", "batch", "deadline", "ext", "fifo", "idle", "other", "rr", "reset-on-fork", "max", "pid", "verbose", "help", "version"),
-		longs(longValue, "sched-runtime", "sched-period", "sched-deadline"))}, operands: 1},
-	"taskset": {opts: optSpec{flags: "acp", long: longs(longFlag, "all-tasks", "cpu-list", "pid", "help", "version")}, operands: 1},
-	"flock": {opts: optSpec{flags: "sxeunoFv", values: "wEc", long: merge(
-		longs(longFlag, "shared", "exclusive", "unlock", "nonblock", "nb", "close", "no-fork", "verbose", "help", "version"),
-		longs(longValue, "timeout", "wait", "conflict-exit-code", "command"))}, operands: 1, scripts: []string{"-c", "--command"}},
-	"script": {opts: optSpec{flags: "aefqkh", values: "cEBIOTmo", long: merge(
-		longs(longFlag, "append", "return", "flush", "force", "quiet", "help", "version"),
-		longs(longValue, "command", "echo", "log-io", "log-in", "log-out", "log-timing", "logging-format", "output-limit"),
-		longs(longOptional, "timing"))}, scripts: []string{"-c", "--command"}, shell: true, files: true},
-	"strace": {opts: optSpec{flags: "cCdDfFhiknqrtTvVwxyYzZ", values: "abeEIoOpPsSuUX", long: merge(
-		longs(longFlag, "summary-only", "summary", "summary-wall-clock", "follow-forks", "output-separately", "daemonize", "quiet", "instruction-pointer",
-			"stack-trace", "no-abbrev", "verbose", "raw", "successful-only", "failed-only", "seccomp-bpf", "help", "version", "relative-timestamps"),
-		longs(longValue, "trace", "signal", "status", "trace-path", "output", "attach", "user", "env", "string-limit", "columns", "summary-sort",
-			"const-print-style", "inject", "fault", "detach-on", "interruptible"),
-		longs(longOptional, "absolute-timestamps", "timestamps", "syscall-times", "decode-fds", "decode-pids", "tips"))}},
-	"ltrace": {opts: optSpec{flags: "bcCfhiLrStTV", values: "aAeDFlnopsuwx", long: merge(
-		longs(longFlag, "demangle", "help", "version", "no-signals"),
-		longs(longValue, "align", "library", "output", "indent", "config"))}},
-	"xargs": {opts: optSpec{flags: "0oprtxeil", values: "adEILnPs", long: merge(
-		longs(longFlag, "null", "open-tty", "interactive", "no-run-if-empty", "verbose", "exit", "show-limits", "help", "version"),
-		longs(longValue, "arg-file", "delimiter", "max-args", "max-procs", "max-chars", "process-slot-var"),
-		longs(longOptional, "eof", "replace", "max-lines"))}},
-	"sudo": {opts: optSpec{flags: "AbBEeHiKklnNPSsVv", values: "CDghpRrTtUu", long: merge(
-		longs(longFlag, "askpass", "background", "bell", "edit", "set-home", "help", "login", "remove-timestamp", "reset-timestamp", "list",
-			"non-interactive", "preserve-groups", "stdin", "shell", "version", "validate"),
-		longs(longValue, "close-from", "chdir", "group", "host", "prompt", "chroot", "role", "type", "command-timeout", "other-user", "user"),
-		longs(longOptional, "preserve-env"))}, assigns: true, none: []string{"-e", "--edit", "-l", "--list", "-V", "--version", "-v", "--validate", "-k", "-K"}, shell: true},
-	"doas": {opts: optSpec{flags: "Lns", values: "auC"}, shell: true, none: []string{"-C", "-L"}},
-	"setpriv": {opts: optSpec{flags: "dh", long: merge(
-		longs(longFlag, "clear-groups", "keep-groups", "init-groups", "reset-env", "nnp", "no-new-privs", "dump", "help", "version"),
-		longs(longValue, "reuid", "regid", "ruid", "rgid", "euid", "egid", "groups", "inh-caps", "ambient-caps", "bounding-set", "securebits",
-			"pdeathsig", "selinux-label", "apparmor-profile", "landlock-access", "landlock-rule", "ptracer"))}},
-	"chroot": {opts: optSpec{long: merge(longs(longValue, "userspec", "groups"), longs(longFlag, "skip-chdir", "help", "version"))}, operands: 1, shell: true},
-	"unshare": {opts: optSpec{flags: "muinpUCTfrcl", values: "RwSG", long: merge(
-		longs(longFlag, "fork", "map-root-user", "map-current-user", "map-auto", "keep-caps", "help", "version"),
-		longs(longValue, "map-user", "map-group", "map-users", "map-groups", "propagation", "setgroups", "setuid", "setgid", "root", "wd",
-			"monotonic", "boottime", "load-interp"),
-		longs(longOptional, "mount", "uts", "ipc", "net", "pid", "user", "cgroup", "time", "kill-child", "mount-proc"))}, shell: true},
-	"nsenter": {opts: optSpec{flags: "amuinpUCTFZeW", values: "tSGrw", long: merge(
-		longs(longFlag, "all", "preserve-credentials", "no-fork", "follow-context", "env", "help", "version"),
-		longs(longValue, "target", "setuid", "setgid", "wdns", "join-cgroup"),
-		longs(longOptional, "mount", "uts", "ipc", "net", "pid", "user", "cgroup", "time", "root", "wd"))}, shell: true},
-	"command":    {opts: optSpec{flags: "pvV"}, none: []string{"-v", "-V"}},
-	"builtin":    {},
-	"exec":       {opts: optSpec{flags: "cl", values: "a"}},
-	"caffeinate": {opts: optSpec{flags: "dimsu", values: "tw"}},
-}
-
-// runners are programs known to run a command they are given — as words,
-// as a shell string, or after a subcommand — whose options toolpdp does not
-// model (wider is safe): every literal word that could start the command is
-// taken as a command of its own, and every word holding a blank (or an
-// option's value holding one) is parsed as a shell command.
-var runners = map[string]bool{
-	"valgrind": true, "proxychains": true, "proxychains4": true, "torsocks": true, "tsocks": true, "firejail": true, "faketime": true,
-	"catchsegv": true, "unbuffer": true, "rlwrap": true, "xvfb-run": true, "dbus-run-session": true, "dbus-launch": true, "numactl": true,
-	"cgexec": true, "runcon": true, "ssh-agent": true, "chpst": true, "setarch": true, "linux32": true, "linux64": true, "prlimit": true,
-	"systemd-run": true, "systemd-inhibit": true, "sem": true, "fakeroot": true, "pkexec": true, "sg": true, "newgrp": true, "mpirun": true,
-	"srun": true, "perf": true, "trickle": true, "nocache": true, "eatmydata": true, "daemonize": true, "start-stop-daemon": true,
-	"with-contenv": true, "s6-setuidgid": true, "gosu": true, "su-exec": true, "tini": true, "dumb-init": true, "entr": true,
-	"tmux": true, "screen": true, "byobu": true, "npx": true, "npm": true, "pnpm": true, "pnpx": true, "yarn": true, "bunx": true,
-	"uv": true, "uvx": true, "poetry": true, "pipenv": true, "pdm": true, "hatch": true, "conda": true, "mamba": true, "micromamba": true,
-	"pixi": true, "pyenv": true, "rbenv": true, "nodenv": true, "asdf": true, "mise": true, "rtx": true, "direnv": true, "nix-shell": true,
-	"nix": true, "devbox": true, "bundle": true, "op": true, "doppler": true, "dotenv": true, "dotenvx": true, "cross-env": true,
-	"concurrently": true, "nodemon": true, "watchexec": true, "hyperfine": true, "bwrap": true, "proot": true, "aws-vault": true,
-	"chronic": true, "flatpak-spawn": true, "distrobox-host-exec": true, "toolbox": true,
-	// setarch's names for itself: i386 curl x is setarch i386 curl x.
-	"i386": true, "i486": true, "i586": true, "i686": true, "x86_64": true, "uname26": true, "aarch64": true, "arm": true,
-	"armv7l": true, "armv8l": true, "ppc": true, "ppc32": true, "ppc64": true, "ppc64le": true, "s390": true, "s390x": true,
-	"sparc": true, "sparc32": true, "sparc64": true, "mips": true, "mips64": true, "ia64": true, "parisc": true, "parisc64": true,
-	"alpha": true, "riscv64": true, "loongarch64": true, "cpulimit": true, "torify": true, "schedtool": true,
-}
-
 // runner records the commands a runner may run.
 func (a *analyzer) runner(ctx leafCtx, name string, args []word, depth int) error {
-	const candidates = 6
-	n := 0
 	for i, w := range args {
 		text := w.text
 		if w.kind == literal && (strings.HasPrefix(text, "-") || strings.HasPrefix(text, "+")) {
 			_, text, _ = strings.Cut(text, "=")
 		} else if k, v, ok := strings.Cut(text, "="); w.kind == literal && ok && !strings.ContainsAny(k, " \t") {
 			text = v // scripts.t='curl x' (npm pkg set), NAME=value
-		} else if n < candidates {
-			n++
+		} else {
 			if err := a.leaf(ctx, Leaf{}, args[i:], depth); err != nil {
 				return err
 			}
 		}
 		if w.kind == literal && strings.ContainsAny(text, " \t\n;|&") {
-			if err := a.script(text, depth+1, nil); err != nil {
+			if err := a.script(text, depth+1); err != nil {
 				a.unseen(name+" with a command toolpdp cannot parse ("+clip(text)+")", ctx.src)
 			}
 		}
@@ -145,37 +50,37 @@ func (a *analyzer) runner(ctx leafCtx, name string, args []word, depth int) erro
 }
 
 // gitGlobal is git's own options, before the subcommand.
-var gitGlobal = optSpec{flags: "pPh", values: "Cc", long: merge(
-	longs(longFlag, "no-pager", "paginate", "bare", "no-replace-objects", "literal-pathspecs", "glob-pathspecs", "noglob-pathspecs",
-		"icase-pathspecs", "no-optional-locks", "no-advice", "version", "help", "html-path", "man-path", "info-path", "no-lazy-fetch"),
-	longs(longValue, "git-dir", "work-tree", "namespace", "super-prefix", "config-env", "list-cmds", "attr-source"),
-	longs(longOptional, "exec-path"))}
-
 // git follows the git subcommands that run commands: bisect run,
 // submodule foreach, and config of a key that runs one (an alias, a pager,
 // an editor, a hook path …, the keys of exec_options' git -c); and the
 // ext:: transport, whose URL is a command.
 func (a *analyzer) git(ctx leafCtx, args []word, depth int) error {
-	_, rest, _ := gitGlobal.scan(args)
 	for _, w := range args {
-		if w.kind == literal && strings.HasPrefix(strings.ToLower(w.text), "ext::") {
+		if w.kind == literal && strings.Contains(strings.ToLower(w.text), "ext::") {
 			a.unseen("git's ext:: transport (its URL is a command)", ctx.src)
 		}
 	}
-	if rest >= len(args) {
+	sc := a.t.tables().subcommands["git"]
+	if sc == nil {
 		return nil
 	}
-	sub, tail := args[rest], args[rest+1:]
-	if sub.kind != literal {
-		a.unseen("a git subcommand computed at run time ("+clip(sub.text)+"), which may be an alias", ctx.src)
+	at, sub, told := sc.find(args)
+	if !told {
+		if at < len(args) && args[at].kind != literal {
+			a.unseen("a git subcommand computed at run time ("+clip(args[at].text)+"), which may be an alias", ctx.src)
+		}
 		return nil
 	}
-	switch sub.text {
+	if sub == "" {
+		return nil
+	}
+	tail := args[at+1:]
+	switch sub {
 	case "config":
-		var keys []string
-		for _, o := range a.t.ExecOptions["git"] {
-			if o.Option == "-c" {
-				keys = o.Values
+		var keys []*regexp.Regexp
+		for _, o := range a.t.tables().execOptions["git"] {
+			if o.option == "-c" {
+				keys = o.values
 			}
 		}
 		for _, w := range tail {
@@ -204,53 +109,157 @@ func (a *analyzer) git(ctx leafCtx, args []word, depth int) error {
 				return a.scriptWord(ctx, "git submodule foreach", word{text: strings.Join(cmd, " "), kind: literal}, nil, depth)
 			}
 		}
-	case "clone":
-		for _, w := range tail {
-			if w.kind == literal && (w.text == "-u" || strings.HasPrefix(w.text, "-u")) {
-				a.unseen("git clone -u (an upload-pack command)", ctx.src)
-			}
+	}
+	return nil
+}
+
+// busybox and toybox run their first operand as an applet.
+func (a *analyzer) busybox(ctx leafCtx, _ string, args []word, depth int) error {
+	if len(args) > 0 && args[0].kind == literal && !strings.HasPrefix(args[0].text, "-") {
+		return a.leaf(ctx, Leaf{}, args, depth)
+	}
+	if len(args) > 0 && args[0].kind != literal {
+		a.unseen("busybox running an applet named at run time ("+clip(args[0].text)+")", ctx.src)
+	}
+	return nil
+}
+
+// capsh runs /bin/bash with the words after "--" (capsh -- -c 'cmd'), or
+// the program --shell names; its other options change capabilities.
+func (a *analyzer) capsh(ctx leafCtx, name string, args []word, depth int) error {
+	shell := word{text: "bash", kind: literal}
+	for i, w := range args {
+		if w.kind != literal {
+			a.unseen(name+" given arguments computed at run time ("+clip(w.text)+")", ctx.src)
+			return nil
+		}
+		if v, ok := strings.CutPrefix(w.text, "--shell="); ok {
+			shell = word{text: v, kind: literal}
+		}
+		if w.text == "--" || w.text == "==" {
+			return a.leaf(ctx, Leaf{}, append([]word{shell}, args[i+1:]...), depth)
 		}
 	}
 	return nil
 }
 
-// runs follows what a literal program runs: a wrapper's command, a shell's
-// script, an interpreter's inline code.
-func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error {
-	args := words[1:]
-	a.checkProgram(ctx, name, args)
-	if isShell(name) {
-		return a.shell(ctx, name, args, depth)
+// pee (moreutils) runs each of its operands as a shell command, all fed
+// its stdin.
+func (a *analyzer) pee(ctx leafCtx, name string, args []word, depth int) error {
+	for _, w := range args {
+		if w.kind == literal && strings.HasPrefix(w.text, "-") {
+			continue
+		}
+		if err := a.scriptWord(ctx, name, w, nil, depth); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// handlers are the wrappers and runners whose grammar is not a plain
+// option list and a command: each one is a small function.
+type handler func(a *analyzer, ctx leafCtx, name string, args []word, depth int) error
+
+// handlerFor returns the handler of a program whose grammar is not a
+// plain option list and a command; nil for the others.
+func handlerFor(name string) handler {
 	switch name {
 	case "find":
-		return a.findExec(ctx, args, depth)
-	case "busybox", "toybox":
-		if len(args) > 0 && args[0].kind == literal && !strings.HasPrefix(args[0].text, "-") {
-			return a.leaf(ctx, Leaf{}, args, depth)
+		return func(a *analyzer, ctx leafCtx, _ string, args []word, depth int) error {
+			return a.findExec(ctx, args, depth)
 		}
-		return nil
+	case "busybox", "toybox":
+		return (*analyzer).busybox
 	case "watch":
-		return a.watch(ctx, args, depth)
+		return func(a *analyzer, ctx leafCtx, _ string, args []word, depth int) error {
+			return a.watch(ctx, args, depth)
+		}
 	case "su", "runuser":
-		return a.su(ctx, name, args, depth)
+		return (*analyzer).su
 	case "parallel":
-		return a.parallel(ctx, args, depth)
+		return func(a *analyzer, ctx leafCtx, _ string, args []word, depth int) error {
+			return a.parallel(ctx, args, depth)
+		}
 	case "git":
-		return a.git(ctx, args, depth)
-	}
-	if runners[name] {
-		return a.runner(ctx, name, args, depth)
-	}
-	if name == "--" {
+		return func(a *analyzer, ctx leafCtx, _ string, args []word, depth int) error { return a.git(ctx, args, depth) }
+	case "capsh":
+		return (*analyzer).capsh
+	case "pee":
+		return (*analyzer).pee
+	case "--":
 		// `time -- cmd`: the keyword's end of options, which the parser
 		// leaves as the first word.
-		return a.leaf(ctx, Leaf{}, args, depth)
+		return func(a *analyzer, ctx leafCtx, _ string, args []word, depth int) error {
+			return a.leaf(ctx, Leaf{}, args, depth)
+		}
 	}
-	w, ok := wrappers[name]
+	return nil
+}
+
+// runs follows what a literal program runs: a builtin's code, a
+// wrapper's command, a shell's script, an interpreter's inline code.
+func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error {
+	args := words[1:]
+	canon := a.t.canonicalName(name)
+	if err := a.builtin(ctx, name, args, depth); err != nil {
+		return err
+	}
+	a.programChecks(ctx, name, canon, args)
+	if isShell(name) || isShell(canon) {
+		return a.shell(ctx, name, args, depth)
+	}
+	if h := handlerFor(canon); h != nil {
+		return h(a, ctx, name, args, depth)
+	}
+	c := a.t.tables()
+	if c.runners[name] || c.runners[canon] {
+		return a.runner(ctx, name, args, depth)
+	}
+	w, ok := c.wrappers[name]
+	if !ok {
+		w, ok = c.wrappers[canon]
+	}
 	if !ok {
 		return nil
 	}
+	return a.wrap(ctx, name, w, args, depth)
+}
+
+// programChecks records what a program's arguments run or write that no
+// leaf shows: inline code, command readers, options that run commands, a
+// make variable naming a program, awk and sed programs, protected names.
+func (a *analyzer) programChecks(ctx leafCtx, name, canon string, args []word) {
+	c := a.t.tables()
+	opts, ok := a.t.inline(name)
+	if !ok {
+		opts, ok = a.t.inline(canon)
+	}
+	if ok {
+		if c.readers[name] || c.readers[canon] {
+			a.commandReader(ctx, canon, opts, args)
+		} else {
+			a.interpreter(ctx, name, opts, args)
+		}
+	}
+	switch canon {
+	case "vim", "ex":
+		a.vim(ctx, canon, args)
+	case "make":
+		a.make(ctx, args)
+	case "awk":
+		a.awk(ctx, args)
+	case "sed":
+		a.sed(ctx, args)
+	}
+	a.execOptions(ctx, name, args)
+	a.fileOperands(ctx, name, canon, args)
+}
+
+// wrap follows a wrapper of the wrappers table: its options by its
+// grammar (one it does not know makes what runs uncertain), its operands,
+// NAME=VALUE words, and the command after them.
+func (a *analyzer) wrap(ctx leafCtx, name string, w wrapper, args []word, depth int) error {
 	opts, rest, unknown := w.opts.scan(args)
 	if unknown != "" {
 		a.unseen(name+" given an option toolpdp does not know ("+clip(unknown)+"): what it runs is uncertain", ctx.src)
@@ -338,6 +347,9 @@ func (a *analyzer) envAssign(ctx leafCtx, w word) {
 	if a.t.unsafeName(name) {
 		a.unseen("setting "+name+", which changes what a program runs", ctx.src)
 	}
+	if a.t.unsafeValue(name, word{text: value, kind: w.kind}) {
+		a.unseen("setting "+name+" to a value that runs a command", ctx.src)
+	}
 	if w.kind == literal && smuggles(value) {
 		a.unseen("a value holding code for a later expansion ("+clip(w.text)+")", ctx.src)
 	}
@@ -392,7 +404,7 @@ func (a *analyzer) scriptWord(ctx leafCtx, what string, w word, extra []word, de
 			script += ` "$TOOLPDP_RUNTIME_WORD"`
 		}
 	}
-	return a.script(script, depth+1, nil)
+	return a.script(script, depth+1)
 }
 
 func shellQuote(s string) string {
@@ -547,7 +559,7 @@ func (a *analyzer) parallel(ctx leafCtx, args []word, depth int) error {
 	if !placeholder {
 		script += ` $TOOLPDP_RUNTIME_WORDS`
 	}
-	return a.script(script, depth+1, nil)
+	return a.script(script, depth+1)
 }
 
 // parallelPlaceholder turns GNU parallel's replacement strings ({}, {.},

@@ -5,21 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
-
-	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/decisiontest"
-	"github.com/toolpdp/toolpdp/pdp/grpcapi"
-	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 )
 
 // decisionTests runs every *.decisions.json and *.decisions.yaml file in
@@ -72,8 +63,8 @@ func decisionTests(ctx context.Context, c testConfig, paths []string, stdout io.
 }
 
 // runDecisionFile runs f against a server of the bundles at paths, in
-// process: the engine and gRPC service serve builds, over an in-memory
-// connection, with the file's tree under a fresh $ROOT.
+// process: the engine and gRPC service serve builds (grpcapitest), over a
+// unix socket, with the file's tree under a fresh $ROOT.
 func runDecisionFile(ctx context.Context, paths []string, f *decisiontest.File) (decisiontest.Result, error) {
 	root, err := os.MkdirTemp("", "toolpdp-decisions-")
 	if err != nil {
@@ -86,30 +77,12 @@ func runDecisionFile(ctx context.Context, paths []string, f *decisiontest.File) 
 	if err := decisiontest.MakeTree(f, root); err != nil {
 		return decisiontest.Result{}, err
 	}
-	log := slog.New(slog.DiscardHandler)
-	reg := prometheus.NewRegistry()
-	engine, err := pdp.New(pdp.Config{Bundles: paths, Logger: log, Registerer: reg})
+	srv, err := grpcapitest.Start(grpcapitest.Options{Bundles: paths, Unix: true})
 	if err != nil {
 		return decisiontest.Result{}, err
 	}
-	if err := engine.Reload(ctx, true); err != nil {
-		return decisiontest.Result{}, err
-	}
-	srv, _, err := grpcapi.New(engine, grpcapi.Config{MaxArgsBytes: 1 << 20, Logger: log, Registerer: reg})
-	if err != nil {
-		return decisiontest.Result{}, err
-	}
-	l := bufconn.Listen(1 << 20)
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Stop()
-	conn, err := grpc.NewClient("passthrough:///decision-tests",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return l.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return decisiontest.Result{}, err
-	}
-	defer conn.Close()
-	res, err := decisiontest.Run(ctx, f, root, decisiontest.Target{Client: pb.NewDecisionServiceClient(conn)})
+	defer srv.Close()
+	res, err := decisiontest.Run(ctx, f, root, decisiontest.Target{Client: srv.Client})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return res, err
 	}

@@ -48,14 +48,13 @@ type floodShape struct {
 }
 
 type flood struct {
-	p        *process
-	conn     *grpc.ClientConn
-	peakRSS  atomic.Int64 // bytes, as sampled
-	killed   atomic.Bool
-	report   bool // measuring another binary: report, do not assert
-	sent     atomic.Int64
-	codes    sync.Map // codes.Code -> *atomic.Int64
-	cpuAtEnd float64
+	p       *process
+	conn    *grpc.ClientConn
+	peakRSS atomic.Int64 // bytes, as sampled
+	killed  atomic.Bool
+	report  bool // measuring another binary: report, do not assert
+	sent    atomic.Int64
+	codes   sync.Map // codes.Code -> *atomic.Int64
 }
 
 func TestFlood(t *testing.T) {

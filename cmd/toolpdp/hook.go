@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/toolpdp/toolpdp/client"
 	"github.com/toolpdp/toolpdp/integrations/claudecode"
 	"github.com/toolpdp/toolpdp/pdp/server"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -50,11 +50,7 @@ func hook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	var svc pb.DecisionServiceClient
-	target := *addr
-	if !strings.HasPrefix(target, "unix://") {
-		target = "passthrough:///" + target
-	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(client.Target(*addr), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err == nil {
 		defer conn.Close()
 		svc = pb.NewDecisionServiceClient(conn)

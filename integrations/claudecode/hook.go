@@ -7,12 +7,12 @@ import (
 	"io"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolpdp/toolpdp/internal/clip"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -164,7 +164,7 @@ func (h handler) postToolUse(ctx context.Context, ev *Event) Result {
 	isErr, msg := toolFailed(ev)
 	req := &pb.ReportResultRequest{CallId: ev.ToolUseID, AgentId: h.cfg.AgentID, SessionId: ev.SessionID, IsError: isErr}
 	if isErr {
-		req.Error = truncate(orDefault(msg, "the tool failed"), 4096)
+		req.Error = clip.Head(orDefault(msg, "the tool failed"), 4096)
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
@@ -272,7 +272,7 @@ func answer(out Output) Result {
 // statusText is a gRPC error as "CODE: message", short enough for a reason.
 func statusText(err error) string {
 	s := status.Convert(err)
-	return truncate(s.Code().String()+": "+s.Message(), 512)
+	return clip.Head(s.Code().String()+": "+s.Message(), 512)
 }
 
 func orDefault(s, def string) string {
@@ -280,15 +280,4 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

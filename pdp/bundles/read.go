@@ -94,7 +94,7 @@ func opaReads(name string) bool {
 	base := path.Base(name)
 	switch {
 	case strings.HasSuffix(name, bundle.RegoExt), strings.HasSuffix(name, bundle.ManifestExt), strings.HasSuffix(name, bundle.ManifestProtoExt),
-		strings.HasSuffix(name, "."+bundle.SignaturesFile), bundle.IsYAMLDataFile(name):
+		bundle.IsSignaturesFile(name), bundle.IsYAMLDataFile(name):
 		return true
 	}
 	switch base {

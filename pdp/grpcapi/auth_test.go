@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"context"
@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolpdp/toolpdp/pdp/grpcapi"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -81,16 +83,16 @@ func TestMTLSBindsCallersToWorkspaces(t *testing.T) {
 		return credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{ca.issue(t, cn, false)}, RootCAs: ca.pool, MinVersion: tls.VersionTLS12})
 	}
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("w"), "agents/data.json": workspaceAgents})
-	ts := startServer(t, serverOpts{bundles: []string{dir}, creds: serverCreds, dialTLS: clientFor("acme"), bind: &Workspaces{MTLS: true}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, DialCreds: clientFor("acme"), API: grpcapi.Config{Creds: serverCreds, Workspaces: &grpcapi.Workspaces{MTLS: true}}})
 	ctx := context.Background()
 	for agent, want := range map[string]codes.Code{"acme-coder": codes.OK, "shared": codes.OK, "globex-coder": codes.PermissionDenied} {
-		_, err := ts.client.Decide(ctx, &pb.DecideRequest{AgentId: agent, ToolName: "Read"})
+		_, err := ts.Client.Decide(ctx, &pb.DecideRequest{AgentId: agent, ToolName: "Read"})
 		if status.Code(err) != want {
 			t.Errorf("acme's certificate, agent %s: %v, want %s", agent, err, want)
 		}
 	}
 	// No client certificate: the TLS handshake itself fails.
-	conn, err := grpc.NewClient(ts.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12})))
+	conn, err := grpc.NewClient(ts.Addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func TestMTLSBindsCallersToWorkspaces(t *testing.T) {
 	}
 	// A certificate from another CA is refused too.
 	other := newTestCA(t)
-	conn2, _ := grpc.NewClient(ts.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+	conn2, _ := grpc.NewClient(ts.Addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
 		Certificates: []tls.Certificate{other.issue(t, "acme", false)}, RootCAs: ca.pool, MinVersion: tls.VersionTLS12})))
 	defer conn2.Close()
 	if _, err := pb.NewDecisionServiceClient(conn2).Decide(ctx, &pb.DecideRequest{ToolName: "Read"}); err == nil {
@@ -110,13 +112,13 @@ func TestMTLSBindsCallersToWorkspaces(t *testing.T) {
 
 func TestBearerTokensBindCallersToWorkspaces(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("w"), "agents/data.json": workspaceAgents})
-	ts := startServer(t, serverOpts{bundles: []string{dir}, bind: &Workspaces{Tokens: map[string]string{"acme-token-0123456789": "acme"}}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, API: grpcapi.Config{Workspaces: &grpcapi.Workspaces{Tokens: map[string]string{"acme-token-0123456789": "acme"}}}})
 	call := func(token, agent string) codes.Code {
 		ctx := context.Background()
 		if token != "" {
 			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 		}
-		_, err := ts.client.Decide(ctx, &pb.DecideRequest{AgentId: agent, ToolName: "Read"})
+		_, err := ts.Client.Decide(ctx, &pb.DecideRequest{AgentId: agent, ToolName: "Read"})
 		return status.Code(err)
 	}
 	cases := []struct {
@@ -135,7 +137,7 @@ func TestBearerTokensBindCallersToWorkspaces(t *testing.T) {
 		}
 	}
 	// Health needs no token: probes and the fail-closed client can always ask.
-	h, err := ts.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	h, err := ts.Health.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health without a token: %v %v", h, err)
 	}

@@ -1,9 +1,10 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"context"
 	"testing"
 
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -15,13 +16,13 @@ func BenchmarkGRPC(b *testing.B) {
 		if unix {
 			name = "unix"
 		}
-		ts := startServer(&testing.T{}, serverOpts{unix: unix})
+		ts := startServer(b, grpcapitest.Options{Unix: unix})
 		req := &pb.DecideRequest{ToolName: "Read"}
 		b.Run(name+"/decide", func(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := ts.client.Decide(ctx, req); err != nil {
+				if _, err := ts.Client.Decide(ctx, req); err != nil {
 					b.Fatal(err)
 				}
 			}

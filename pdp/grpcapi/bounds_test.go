@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolpdp/toolpdp/pdp/grpcapi"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -17,7 +19,7 @@ import (
 
 // Malformed shapes are INVALID_ARGUMENT naming the field, before any policy.
 func TestRequestBounds(t *testing.T) {
-	ts := startServer(t, serverOpts{})
+	ts := startServer(t, grpcapitest.Options{})
 	deep := func(levels int) *structpb.Struct {
 		s := &structpb.Struct{Fields: map[string]*structpb.Value{"x": structpb.NewBoolValue(true)}}
 		for range levels - 1 {
@@ -33,17 +35,17 @@ func TestRequestBounds(t *testing.T) {
 		return out
 	}
 	env := map[string]string{}
-	for i := range MaxEnvEntries + 1 {
+	for i := range grpcapi.MaxEnvEntries + 1 {
 		env[fmt.Sprintf("V%d", i)] = "x"
 	}
 	cases := []struct {
 		req  *pb.DecideRequest
 		want string
 	}{
-		{&pb.DecideRequest{ToolName: "Read", Args: deep(MaxArgsDepth + 1)}, "args: nested deeper than 64 levels"},
+		{&pb.DecideRequest{ToolName: "Read", Args: deep(grpcapi.MaxArgsDepth + 1)}, "args: nested deeper than 64 levels"},
 		{&pb.DecideRequest{ToolName: "Read", Args: deep(6000)}, "args: nested deeper than protobuf decodes"},
 		{&pb.DecideRequest{ToolName: "Read", Env: env}, "env: 1025 entries, more than the limit of 1024"},
-		{&pb.DecideRequest{ToolName: "Read", ExecutionPolicy: &pb.ExecutionPolicy{ReadPaths: &pb.PathList{Paths: many(MaxScopeRoots + 1)}}},
+		{&pb.DecideRequest{ToolName: "Read", ExecutionPolicy: &pb.ExecutionPolicy{ReadPaths: &pb.PathList{Paths: many(grpcapi.MaxScopeRoots + 1)}}},
 			"execution_policy.read_paths.paths: 65 entries"},
 		{&pb.DecideRequest{ToolName: "Read", ExecutionPolicy: &pb.ExecutionPolicy{WritePaths: &pb.PathList{Paths: many(3000)}}},
 			"execution_policy.write_paths.paths: 3000 entries"},
@@ -51,13 +53,13 @@ func TestRequestBounds(t *testing.T) {
 			"execution_policy.env.names: 2000 entries"},
 	}
 	for _, c := range cases {
-		_, err := ts.client.Decide(context.Background(), c.req)
+		_, err := ts.Client.Decide(context.Background(), c.req)
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), c.want) {
 			t.Errorf("want INVALID_ARGUMENT %q, got %v", c.want, err)
 		}
 	}
-	if resp := ts.decide(t, &pb.DecideRequest{ToolName: "Read", Args: deep(MaxArgsDepth)}); resp.Decision != pb.Decision_DECISION_ALLOW {
-		t.Errorf("args %d levels deep: %v", MaxArgsDepth, resp)
+	if resp := ts.Decide(t, &pb.DecideRequest{ToolName: "Read", Args: deep(grpcapi.MaxArgsDepth)}); resp.Decision != pb.Decision_DECISION_ALLOW {
+		t.Errorf("args %d levels deep: %v", grpcapi.MaxArgsDepth, resp)
 	}
 }
 
@@ -65,9 +67,9 @@ func TestRequestBounds(t *testing.T) {
 // a command nested past the parser's bounds is an ask, not a crash.
 func TestMessagesQuoteLittle(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{"agents/data.json": `{"default": {}}`, "guardrails/data.json": `{"ask_commands": ["git push"]}`})
-	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
 	for _, cmd := range []string{"git push '" + strings.Repeat("\x01", 60000) + "'", strings.Repeat("(", 30000) + "true" + strings.Repeat(")", 30000)} {
-		resp := ts.decide(t, &pb.DecideRequest{ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": cmd})})
+		resp := ts.Decide(t, &pb.DecideRequest{ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": cmd})})
 		if resp.Decision != pb.Decision_DECISION_ASK {
 			t.Errorf("decision %v", resp.Decision)
 		}
@@ -84,15 +86,15 @@ func TestMessagesQuoteLittle(t *testing.T) {
 
 // ListPending pages through every ask, oldest first.
 func TestListPendingPages(t *testing.T) {
-	ts := startServer(t, serverOpts{})
+	ts := startServer(t, grpcapitest.Options{})
 	var want []string
 	for i := range 25 {
-		want = append(want, ts.decide(t, &pb.DecideRequest{SessionId: fmt.Sprint(i), ToolName: "Bash"}).DecisionId)
+		want = append(want, ts.Decide(t, &pb.DecideRequest{SessionId: fmt.Sprint(i), ToolName: "Bash"}).DecisionId)
 	}
 	var got []string
 	req := &pb.ListPendingRequest{PageSize: 10}
 	for pages := 0; ; pages++ {
-		resp, err := ts.client.ListPending(context.Background(), req)
+		resp, err := ts.Client.ListPending(context.Background(), req)
 		if err != nil || len(resp.Asks) > 10 || pages > 3 {
 			t.Fatalf("page %d: %v %v", pages, resp, err)
 		}
@@ -106,11 +108,11 @@ func TestListPendingPages(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("paged %v\nwant %v", got, want)
 	}
-	if resp, _ := ts.client.ListPending(context.Background(), &pb.ListPendingRequest{}); len(resp.Asks) != 25 || resp.NextPageToken != "" {
+	if resp, _ := ts.Client.ListPending(context.Background(), &pb.ListPendingRequest{}); len(resp.Asks) != 25 || resp.NextPageToken != "" {
 		t.Errorf("default page: %d asks, token %q", len(resp.Asks), resp.NextPageToken)
 	}
 	for _, bad := range []*pb.ListPendingRequest{{PageToken: "nonsense"}, {PageSize: -1}} {
-		if _, err := ts.client.ListPending(context.Background(), bad); status.Code(err) != codes.InvalidArgument {
+		if _, err := ts.Client.ListPending(context.Background(), bad); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%v: %v", bad, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolpdp/toolpdp/pdp/decisiontest"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -67,13 +68,13 @@ func runConformance(t *testing.T, file string) decisiontest.Result {
 	bdir := t.TempDir()
 	rev := 1
 	writeAgentsBundle(t, bdir, decisiontest.Sub(mustJSON(t, c.Agents), root), fmt.Sprintf("r%d", rev))
-	ts := startServer(t, serverOpts{bundles: []string{bdir}, watch: true})
-	target := decisiontest.Target{Client: ts.client, ReloadAgents: func(_ context.Context, agents []byte) error {
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{bdir}, Watch: true})
+	target := decisiontest.Target{Client: ts.Client, ReloadAgents: func(_ context.Context, agents []byte) error {
 		rev++
 		want := fmt.Sprintf("r%d", rev)
 		writeAgentsBundle(t, bdir, agents, want)
 		eventually(t, 10*time.Second, "reload to "+want, func() bool {
-			return ts.decide(t, &pb.DecideRequest{AgentId: "__probe__", ToolName: "Read"}).PolicyRevision == "library-0.1.0,"+want
+			return ts.Decide(t, &pb.DecideRequest{AgentId: "__probe__", ToolName: "Read"}).PolicyRevision == "library-0.1.0,"+want
 		})
 		return nil
 	}}
@@ -92,7 +93,7 @@ func writeAgentsBundle(t *testing.T, dir string, agents []byte, revision string)
 	writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(fmt.Sprintf(`{"revision": %q, "roots": ["agents"]}`, revision)))
 }
 
-func writeFileAtomic(t *testing.T, path string, content []byte) {
+func writeFileAtomic(t testing.TB, path string, content []byte) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -113,4 +114,34 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestConformanceShellSteps runs the shell and protected-name steps of the
+// revision-3 file (its first fifteen) on their own, so that they are
+// checked while the file's other step kinds are still being built.
+func TestConformanceShellSteps(t *testing.T) {
+	src := filepath.Join(conformanceDir, "14-revision3.json")
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Skipf("skipped: %v (the shared/ directory is not beside this clone; CI runs it)", err)
+	}
+	var c map[string]json.RawMessage
+	if err := json.Unmarshal(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	var steps []json.RawMessage
+	if err := json.Unmarshal(c["steps"], &steps); err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) < 15 {
+		t.Fatalf("%s has %d steps, want at least 15", src, len(steps))
+	}
+	c["steps"] = mustJSON(t, steps[:15])
+	file := filepath.Join(t.TempDir(), "14-shell.json")
+	if err := os.WriteFile(file, mustJSON(t, c), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, fl := range runConformance(t, file).Failures {
+		t.Errorf("%s", fl)
+	}
 }

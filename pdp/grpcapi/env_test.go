@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -39,16 +40,16 @@ func TestUnsafeEnvVarsAreOneList(t *testing.T) {
 		"agents/data.json": `{"coder": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}],
 		  "guardrails": {"deny_commands": ["curl"]}}}`,
 	})
-	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
 	check := func(name string, removed, asked bool) {
 		t.Helper()
-		r := ts.decide(t, &pb.DecideRequest{AgentId: "coder", ToolName: "Bash", Env: map[string]string{name: "x", "KEEP": "y"},
+		r := ts.Decide(t, &pb.DecideRequest{AgentId: "coder", ToolName: "Bash", Env: map[string]string{name: "x", "KEEP": "y"},
 			Args:            testkit.Struct(t, map[string]any{"command": "true"}),
 			ExecutionPolicy: &pb.ExecutionPolicy{Env: &pb.EnvSpec{Mode: "denylist"}}})
 		if _, kept := r.GetExecution().GetEnv()[name]; kept == removed || r.GetExecution().GetEnv()["KEEP"] != "y" {
 			t.Errorf("denylist env with %s: execution env %v, want it removed: %v", name, r.GetExecution().GetEnv(), removed)
 		}
-		r = ts.decide(t, &pb.DecideRequest{AgentId: "coder", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": name + "=x true"})})
+		r = ts.Decide(t, &pb.DecideRequest{AgentId: "coder", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": name + "=x true"})})
 		if (r.Decision != pb.Decision_DECISION_ALLOW) != asked {
 			t.Errorf("%s=x true: %v (%s), want asked: %v", name, r.Decision, r.Message, asked)
 		}
@@ -84,16 +85,16 @@ func TestUnsafeEnvVarsAreOneList(t *testing.T) {
 // The env modes are one list (policy.EnvModes): each is enforced by the
 // library, any other is refused at the door.
 func TestEnvModesAreOneList(t *testing.T) {
-	ts := startServer(t, serverOpts{})
+	ts := startServer(t, grpcapitest.Options{})
 	for _, mode := range policy.EnvModes {
-		r := ts.decide(t, &pb.DecideRequest{ToolName: "Bash", Env: map[string]string{"A": "1"},
+		r := ts.Decide(t, &pb.DecideRequest{ToolName: "Bash", Env: map[string]string{"A": "1"},
 			ExecutionPolicy: &pb.ExecutionPolicy{Env: &pb.EnvSpec{Mode: mode, Names: []string{"A"}}}})
 		if !r.GetExecution().GetEnvEnforced() {
 			t.Errorf("mode %s: execution %v, want the env enforced", mode, r.GetExecution())
 		}
 	}
 	for _, mode := range []string{"", "ALLOWLIST", "allow", "denylist "} {
-		_, err := ts.client.Decide(t.Context(), &pb.DecideRequest{ToolName: "Bash",
+		_, err := ts.Client.Decide(t.Context(), &pb.DecideRequest{ToolName: "Bash",
 			ExecutionPolicy: &pb.ExecutionPolicy{Env: &pb.EnvSpec{Mode: mode}}})
 		if err == nil || !strings.Contains(err.Error(), "execution_policy.env.mode") {
 			t.Errorf("mode %q: %v, want INVALID_ARGUMENT naming the field", mode, err)

@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -23,8 +24,8 @@ func TestDecideReturnsTheConfinedScopes(t *testing.T) {
 	}
 	root, _ = filepath.EvalSymlinks(root)
 	real = filepath.Join(root, "real")
-	ts := startServer(t, serverOpts{})
-	resp := ts.decide(t, &pb.DecideRequest{ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"}),
+	ts := startServer(t, grpcapitest.Options{})
+	resp := ts.Decide(t, &pb.DecideRequest{ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"}),
 		ExecutionPolicy: &pb.ExecutionPolicy{Cwd: root, ReadPaths: &pb.PathList{Paths: []string{"link", root}},
 			WritePaths: &pb.PathList{}, Network: "none"}})
 	// The default agent asks for Bash; an ask carries the execution the
@@ -44,7 +45,7 @@ func TestDecideReturnsTheConfinedScopes(t *testing.T) {
 	}
 
 	// Without scopes in the policy, none is reported: absent is not enforced.
-	resp = ts.decide(t, &pb.DecideRequest{ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"}),
+	resp = ts.Decide(t, &pb.DecideRequest{ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"}),
 		ExecutionPolicy: &pb.ExecutionPolicy{Cwd: root}})
 	if ex := resp.GetExecution(); ex.GetReadPaths() != nil || ex.GetWritePaths() != nil || ex.GetNetwork() != "" {
 		t.Errorf("execution %v: scopes or network reported that the policy does not set", ex)

@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolpdp/toolpdp/pdp/grpcapi"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -33,7 +35,7 @@ const filterAgents = `{
 func TestFilterTools(t *testing.T) {
 	dir := t.TempDir()
 	writeAgentsBundle(t, dir, []byte(filterAgents), "r1")
-	ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Watch: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tools := []*pb.ToolRef{
@@ -41,7 +43,7 @@ func TestFilterTools(t *testing.T) {
 		{Name: "create_ticket", Server: "tickets"}, {Name: "close_ticket", Server: "tickets"}, {Name: "delete_project", Server: "tickets"},
 		{Name: "mcp__tickets__delete_project"}, {Name: "search", Server: "wiki"}, {Name: "drop", Server: "undeclared"},
 	}
-	resp, err := ts.client.FilterTools(ctx, &pb.FilterToolsRequest{AgentId: "lister", SessionId: "s1", Tools: tools})
+	resp, err := ts.Client.FilterTools(ctx, &pb.FilterToolsRequest{AgentId: "lister", SessionId: "s1", Tools: tools})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,35 +75,35 @@ func TestFilterTools(t *testing.T) {
 
 	// Listing counts nothing: two denials later, no halt from FilterTools.
 	for i := 0; i < 3; i++ {
-		if _, err := ts.client.FilterTools(ctx, &pb.FilterToolsRequest{AgentId: "lister", SessionId: "s1", Tools: tools}); err != nil {
+		if _, err := ts.Client.FilterTools(ctx, &pb.FilterToolsRequest{AgentId: "lister", SessionId: "s1", Tools: tools}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if d := ts.decide(t, &pb.DecideRequest{AgentId: "lister", SessionId: "s1", ToolName: "Bash", Args: &structpb.Struct{Fields: map[string]*structpb.Value{"command": structpb.NewStringValue("curl x")}}}); d.GetHalt() {
+	if d := ts.Decide(t, &pb.DecideRequest{AgentId: "lister", SessionId: "s1", ToolName: "Bash", Args: &structpb.Struct{Fields: map[string]*structpb.Value{"command": structpb.NewStringValue("curl x")}}}); d.GetHalt() {
 		t.Error("FilterTools counted toward the session's cap")
 	}
 
 	// An unknown agent: everything hidden.
-	resp, err = ts.client.FilterTools(ctx, &pb.FilterToolsRequest{AgentId: "nobody", Tools: tools[:2]})
+	resp, err = ts.Client.FilterTools(ctx, &pb.FilterToolsRequest{AgentId: "nobody", Tools: tools[:2]})
 	if err != nil || len(resp.GetVisible()) != 0 || len(resp.GetHidden()) != 2 {
 		t.Errorf("unknown agent: %v, %v", resp, err)
 	}
 
 	// The agent removed while the session runs: everything hidden.
 	writeAgentsBundle(t, dir, []byte(`{"other": {}}`), "r2")
-	eventually(t, 10*time.Second, "reload to r2", func() bool { return strings.HasSuffix(ts.revision(t), "r2") })
-	resp, err = ts.client.FilterTools(ctx, &pb.FilterToolsRequest{AgentId: "lister", SessionId: "s1", Tools: tools[:2]})
+	eventually(t, 10*time.Second, "reload to r2", func() bool { return strings.HasSuffix(ts.Revision(t), "r2") })
+	resp, err = ts.Client.FilterTools(ctx, &pb.FilterToolsRequest{AgentId: "lister", SessionId: "s1", Tools: tools[:2]})
 	if err != nil || len(resp.GetVisible()) != 0 || !strings.Contains(resp.GetHidden()[0].GetReason(), "removed") {
 		t.Errorf("removed agent: %v, %v", resp, err)
 	}
 
 	// Bounds: too many tools, a nameless tool.
-	many := make([]*pb.ToolRef, MaxFilterTools+1)
+	many := make([]*pb.ToolRef, grpcapi.MaxFilterTools+1)
 	for i := range many {
 		many[i] = &pb.ToolRef{Name: "Read"}
 	}
 	for _, bad := range []*pb.FilterToolsRequest{{AgentId: "other", Tools: many}, {AgentId: "other", Tools: []*pb.ToolRef{{Name: ""}}}} {
-		if _, err := ts.client.FilterTools(ctx, bad); status.Code(err) != codes.InvalidArgument {
+		if _, err := ts.Client.FilterTools(ctx, bad); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("FilterTools with %d tools: %v, want INVALID_ARGUMENT", len(bad.GetTools()), err)
 		}
 	}

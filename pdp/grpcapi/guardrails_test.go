@@ -1,9 +1,10 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -44,7 +45,7 @@ decision := "allow"
 deny contains "never" if not allow
 `,
 	})
-	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
 	cases := []struct {
 		req  *pb.DecideRequest
 		want pb.Decision
@@ -59,7 +60,7 @@ deny contains "never" if not allow
 		{&pb.DecideRequest{AgentId: "asker", ToolName: "Read"}, pb.Decision_DECISION_ASK, "confirmation"},
 	}
 	for _, c := range cases {
-		resp := ts.decide(t, c.req)
+		resp := ts.Decide(t, c.req)
 		if resp.Decision != c.want || !strings.Contains(resp.Message, c.msg) {
 			t.Errorf("%s %v: got %s %q, want %s containing %q", c.req.ToolName, c.req.Args.AsMap(), resp.Decision, resp.Message, c.want, c.msg)
 		}
@@ -68,7 +69,7 @@ deny contains "never" if not allow
 
 // The worked examples of docs/POLICY.md, as a real bundle.
 func TestPolicyDocExamples(t *testing.T) {
-	ts := startServer(t, serverOpts{bundles: []string{"../../testdata/guardrail-examples"}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{"../../testdata/guardrail-examples"}})
 	cases := []struct {
 		req  *pb.DecideRequest
 		want pb.Decision
@@ -80,7 +81,7 @@ func TestPolicyDocExamples(t *testing.T) {
 		{&pb.DecideRequest{AgentId: "coder", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "echo x > /tmp/y"})}, pb.Decision_DECISION_ALLOW, ""},
 	}
 	for _, c := range cases {
-		resp := ts.decide(t, c.req)
+		resp := ts.Decide(t, c.req)
 		if resp.Decision != c.want || !strings.Contains(resp.Message, c.msg) {
 			t.Errorf("%v: got %s %q, want %s containing %q", c.req.Args.AsMap(), resp.Decision, resp.Message, c.want, c.msg)
 		}

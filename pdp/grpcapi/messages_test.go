@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"path/filepath"

@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -29,9 +30,9 @@ func TestProtectedSpellingsAreOneRule(t *testing.T) {
 		  "execution_policy": {"cwd": "` + p + `", "read_paths": ["` + p + `"], "write_paths": ["` + p + `"]},
 		  "guardrails": {"deny_commands": ["curl"], "protected_paths": [".env"]}}}`,
 	})
-	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
 	decide := func(tool string, args map[string]any) *pb.DecideResponse {
-		return ts.decide(t, &pb.DecideRequest{AgentId: "coder", ToolName: tool, Args: testkit.Struct(t, args)})
+		return ts.Decide(t, &pb.DecideRequest{AgentId: "coder", ToolName: tool, Args: testkit.Struct(t, args)})
 	}
 	written := []string{
 		".git/config", ".GIT/config", "src/.gi\u200ct/config", "src/.gi\ufefft/config", "\u200e.git/hooks/x",
@@ -87,13 +88,13 @@ func TestSearchGlobsStayInScope(t *testing.T) {
 		"agents/data.json": `{"coder": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}],
 		  "execution_policy": {"cwd": "` + p + `", "read_paths": ["` + p + `"]}, "guardrails": {"protected_paths": [".env"]}}}`,
 	})
-	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
 	glob := func(tool, arg, pattern string) pb.Decision {
 		args := map[string]any{arg: pattern}
 		if tool == "Grep" {
 			args["pattern"] = "x" // a regular expression, not a path
 		}
-		return ts.decide(t, &pb.DecideRequest{AgentId: "coder", ToolName: tool, Args: testkit.Struct(t, args)}).Decision
+		return ts.Decide(t, &pb.DecideRequest{AgentId: "coder", ToolName: tool, Args: testkit.Struct(t, args)}).Decision
 	}
 	outside := []string{
 		"{..,x}/outside/secret", ".{.,}/outside/*", "{/etc,x}/passwd", "{a,{b,{c,..}}}/outside/*", "{..}/outside/*",

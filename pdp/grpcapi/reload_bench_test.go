@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 )
 
@@ -15,17 +17,16 @@ import (
 // Decide through the real watcher (200 ms debounce) and gRPC. Reports the
 // median and maximum over the run; run with -benchtime=20x.
 func BenchmarkChangeToServing(b *testing.B) {
-	t := &testing.T{}
-	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("c0"), "agents/data.json": goodAgents})
-	ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true, poll: time.Hour})
+	dir := testkit.WriteBundle(b, map[string]string{".manifest": testkit.Manifest("c0"), "agents/data.json": goodAgents})
+	ts := startServer(b, grpcapitest.Options{Bundles: []string{dir}, Watch: true, Engine: pdp.Config{Poll: time.Hour}})
 	var took []time.Duration
 	i := 0
 	for b.Loop() {
 		i++
 		want := fmt.Sprintf("library-0.1.0,c%d", i)
 		start := time.Now()
-		writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest(fmt.Sprintf("c%d", i))))
-		for ts.revision(t) != want {
+		writeFileAtomic(b, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest(fmt.Sprintf("c%d", i))))
+		for ts.Revision(b) != want {
 			if time.Since(start) > 10*time.Second {
 				b.Fatalf("%s not serving after 10s", want)
 			}

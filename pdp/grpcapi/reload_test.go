@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"bytes"
@@ -29,6 +29,7 @@ import (
 
 	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/bundles"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -88,41 +89,41 @@ func (c *configMap) update(files map[string]string) {
 
 func TestConfigMapSwapReloadsExactlyOnce(t *testing.T) {
 	cm := newConfigMap(t, map[string]string{".manifest": testkit.Manifest("cm1"), "agents/data.json": goodAgents})
-	ts := startServer(t, serverOpts{bundles: []string{cm.dir}, watch: true, poll: time.Hour})
-	if got := ts.revision(t); got != "library-0.1.0,cm1" {
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{cm.dir}, Watch: true, Engine: pdp.Config{Poll: time.Hour}})
+	if got := ts.Revision(t); got != "library-0.1.0,cm1" {
 		t.Fatalf("revision %q", got)
 	}
-	before := ts.reloads(t, "ok")
+	before := ts.Reloads(t, "ok")
 	cm.update(map[string]string{".manifest": testkit.Manifest("cm2"), "agents/data.json": goodAgents})
-	eventually(t, 10*time.Second, "cm2 serving", func() bool { return ts.revision(t) == "library-0.1.0,cm2" })
+	eventually(t, 10*time.Second, "cm2 serving", func() bool { return ts.Revision(t) == "library-0.1.0,cm2" })
 	time.Sleep(time.Second) // time for any further, wrong, reload to happen
-	if n := ts.reloads(t, "ok") - before; n != 1 {
+	if n := ts.Reloads(t, "ok") - before; n != 1 {
 		t.Fatalf("%v reloads for one ConfigMap update, want exactly 1", n)
 	}
 }
 
 func TestBurstOfWritesReloadsOnce(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("b0"), "agents/data.json": goodAgents})
-	ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true, poll: time.Hour})
-	before := ts.reloads(t, "ok")
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Watch: true, Engine: pdp.Config{Poll: time.Hour}})
+	before := ts.Reloads(t, "ok")
 	for i := 1; i <= 50; i++ { // in place, as an editor without atomic save writes
 		if err := os.WriteFile(filepath.Join(dir, ".manifest"), []byte(testkit.Manifest(fmt.Sprintf("b%d", i))), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "b50 serving", func() bool { return ts.revision(t) == "library-0.1.0,b50" })
+	eventually(t, 10*time.Second, "b50 serving", func() bool { return ts.Revision(t) == "library-0.1.0,b50" })
 	time.Sleep(time.Second)
-	if n := ts.reloads(t, "ok") - before; n != 1 {
+	if n := ts.Reloads(t, "ok") - before; n != 1 {
 		t.Fatalf("%v reloads for a burst of 50 writes, want 1", n)
 	}
 }
 
 func TestEditorRenameAndReplace(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("e1"), "agents/data.json": goodAgents})
-	ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true, poll: time.Hour})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Watch: true, Engine: pdp.Config{Poll: time.Hour}})
 	// vim-style: write a new file beside, rename over the old.
 	writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest("e2")))
-	eventually(t, 10*time.Second, "e2 serving", func() bool { return ts.revision(t) == "library-0.1.0,e2" })
+	eventually(t, 10*time.Second, "e2 serving", func() bool { return ts.Revision(t) == "library-0.1.0,e2" })
 	// A new subdirectory is watched as it appears.
 	if err := os.MkdirAll(filepath.Join(dir, "agents", "b"), 0o755); err != nil {
 		t.Fatal(err)
@@ -130,7 +131,7 @@ func TestEditorRenameAndReplace(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	writeFileAtomic(t, filepath.Join(dir, "agents", "b", "data.json"), []byte(`{"tools": []}`))
 	eventually(t, 10*time.Second, "agent b defined", func() bool {
-		return ts.decide(t, &pb.DecideRequest{AgentId: "b", ToolName: "Read"}).Reasons[0].Rule == "agent_toolset"
+		return ts.Decide(t, &pb.DecideRequest{AgentId: "b", ToolName: "Read"}).Reasons[0].Rule == "agent_toolset"
 	})
 }
 
@@ -148,21 +149,21 @@ func TestBrokenChangesKeepLastGoodRevision(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("good"), "agents/data.json": goodAgents})
-			ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true})
+			ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Watch: true})
 			writeFileAtomic(t, filepath.Join(dir, c.file), []byte(c.content))
 			writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest("bad")))
-			eventually(t, 10*time.Second, "the change rejected", func() bool { return ts.reloads(t, "rejected") >= 1 })
-			if got := ts.revision(t); got != "library-0.1.0,good" {
+			eventually(t, 10*time.Second, "the change rejected", func() bool { return ts.Reloads(t, "rejected") >= 1 })
+			if got := ts.Revision(t); got != "library-0.1.0,good" {
 				t.Fatalf("revision %q after a broken change, want the last good", got)
 			}
-			st, err := ts.client.Status(context.Background(), &pb.StatusRequest{})
+			st, err := ts.Client.Status(context.Background(), &pb.StatusRequest{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !strings.Contains(st.LastError, c.wantErr) || st.PolicyRevision != "library-0.1.0,good" {
 				t.Fatalf("status: revision %q, last error %q; want it to contain %q", st.PolicyRevision, st.LastError, c.wantErr)
 			}
-			h, err := ts.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+			h, err := ts.Health.Check(context.Background(), &healthpb.HealthCheckRequest{})
 			if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 				t.Fatalf("health %v %v: the last good policy still serves", h, err)
 			}
@@ -180,19 +181,19 @@ func writeTarball(t *testing.T, path string, files map[string]string) {
 func TestReplacedTarballIsPickedUp(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bundle.tar.gz")
 	writeTarball(t, path, map[string]string{".manifest": testkit.Manifest("t1"), "agents/data.json": goodAgents})
-	ts := startServer(t, serverOpts{bundles: []string{path}, watch: true, poll: time.Hour})
-	if got := ts.revision(t); got != "library-0.1.0,t1" {
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{path}, Watch: true, Engine: pdp.Config{Poll: time.Hour}})
+	if got := ts.Revision(t); got != "library-0.1.0,t1" {
 		t.Fatalf("revision %q", got)
 	}
 	writeTarball(t, path, map[string]string{".manifest": testkit.Manifest("t2"), "agents/data.json": goodAgents})
-	eventually(t, 10*time.Second, "t2 serving", func() bool { return ts.revision(t) == "library-0.1.0,t2" })
+	eventually(t, 10*time.Second, "t2 serving", func() bool { return ts.Revision(t) == "library-0.1.0,t2" })
 }
 
 // Decisions from several goroutines while 100 reloads happen, a fifth of
 // them broken: no RPC fails, and every answer names a good revision.
 func TestDecisionsDuringReloads(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("r0"), "agents/data.json": goodAgents})
-	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
 	good := sync.Map{}
 	good.Store("library-0.1.0,r0", true)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -204,7 +205,7 @@ func TestDecisionsDuringReloads(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 20000 && ctx.Err() == nil; i++ {
-				resp, err := ts.client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", ToolName: "Read"})
+				resp, err := ts.Client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", ToolName: "Read"})
 				calls.Add(1)
 				if err != nil {
 					errs.Add(1)
@@ -226,7 +227,7 @@ func TestDecisionsDuringReloads(t *testing.T) {
 		}
 		writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(agents))
 		writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest(rev)))
-		err := ts.engine.Reload(context.Background(), false)
+		err := ts.Engine.Reload(context.Background(), false)
 		if (err != nil) != (i%5 == 0) {
 			t.Fatalf("reload %d: %v", i, err)
 		}
@@ -240,7 +241,7 @@ func TestDecisionsDuringReloads(t *testing.T) {
 		t.Errorf("answer from a bad revision or with a wrong decision: %v", k)
 		return true
 	})
-	if ok, rejected := ts.reloads(t, "ok"), ts.reloads(t, "rejected"); ok != 81 || rejected != 20 {
+	if ok, rejected := ts.Reloads(t, "ok"), ts.Reloads(t, "rejected"); ok != 81 || rejected != 20 {
 		t.Fatalf("reloads ok=%v rejected=%v, want 81 (with the first) and 20", ok, rejected)
 	}
 	t.Logf("%d decisions during 100 reloads", calls.Load())
@@ -263,13 +264,13 @@ func TestRemoteBundleServer(t *testing.T) {
 		w.Write(body)
 	}))
 	t.Cleanup(srv.Close)
-	ts := startServer(t, serverOpts{bundles: []string{srv.URL + "/bundles/acme.tar.gz"}, noLoad: true, watch: true})
-	eventually(t, 15*time.Second, "h1 serving", func() bool { return ts.revision(t) == "library-0.1.0,h1" })
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{srv.URL + "/bundles/acme.tar.gz"}, NoLoad: true, Watch: true})
+	eventually(t, 15*time.Second, "h1 serving", func() bool { return ts.Revision(t) == "library-0.1.0,h1" })
 	eventually(t, 15*time.Second, "a poll answered 304", func() bool { return notModified.Load() > 0 })
 	mu.Lock()
 	body, etag = tarball(t, map[string]string{".manifest": testkit.Manifest("h2"), "agents/data.json": goodAgents}), `"h2"`
 	mu.Unlock()
-	eventually(t, 15*time.Second, "h2 serving", func() bool { return ts.revision(t) == "library-0.1.0,h2" })
+	eventually(t, 15*time.Second, "h2 serving", func() bool { return ts.Revision(t) == "library-0.1.0,h2" })
 }
 
 // A bundle server that sends no ETag (python3 -m http.server) and wants a
@@ -293,7 +294,7 @@ func TestRemoteBundleServerWithoutETag(t *testing.T) {
 		t.Fatal(err)
 	}
 	// serve's first load comes before the first download: not a rejection.
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	reg := prometheus.NewRegistry()
 	early, err := pdp.New(pdp.Config{Bundles: []string{srv.URL + "/b.tar.gz"}, Registerer: reg,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
@@ -303,15 +304,14 @@ func TestRemoteBundleServerWithoutETag(t *testing.T) {
 	if err := early.Reload(context.Background(), true); !errors.Is(err, bundles.ErrNotDownloaded) {
 		t.Fatalf("a load before the first download: %v", err)
 	}
-	ts := startServer(t, serverOpts{bundles: []string{srv.URL + "/b.tar.gz"}, noLoad: true, watch: true, logTo: &logs,
-		remote: bundles.Credentials{TokenFile: token}})
-	eventually(t, 15*time.Second, "n1 serving", func() bool { return ts.revision(t) == "library-0.1.0,n1" })
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{srv.URL + "/b.tar.gz"}, NoLoad: true, Watch: true, LogTo: &logs, Engine: pdp.Config{Remote: bundles.Credentials{TokenFile: token}}})
+	eventually(t, 15*time.Second, "n1 serving", func() bool { return ts.Revision(t) == "library-0.1.0,n1" })
 	eventually(t, 15*time.Second, "two more polls", func() bool { return polls.Load() >= 3 })
-	if n := ts.reloads(t, "ok"); n != 1 {
+	if n := ts.Reloads(t, "ok"); n != 1 {
 		t.Errorf("%v loads of an unchanged bundle, want 1", n)
 	}
-	for _, c := range []*testServer{ts, {registry: reg}} {
-		if n := c.reloads(t, "rejected"); n != 0 {
+	for _, c := range []*grpcapitest.Server{ts, {Registry: reg}} {
+		if n := c.Reloads(t, "rejected"); n != 0 {
 			t.Errorf("%v rejections counted before the first download, want 0", n)
 		}
 	}
@@ -366,10 +366,10 @@ func TestSignedBundles(t *testing.T) {
 		t.Fatalf("no signature: got %v", err)
 	}
 	// Through a server: a signed bundle replaced by an unsigned one keeps serving the signed.
-	ts := startServer(t, serverOpts{bundles: []string{signed}, verify: vc(pub), watch: true})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{signed}, Watch: true, Engine: pdp.Config{Verify: vc(pub)}})
 	writeTarball(t, signed, map[string]string{".manifest": testkit.Manifest("s2"), "agents/data.json": goodAgents})
-	eventually(t, 10*time.Second, "unsigned replacement rejected", func() bool { return ts.reloads(t, "rejected") >= 1 })
-	if got := ts.revision(t); got != "library-0.1.0,s1" {
+	eventually(t, 10*time.Second, "unsigned replacement rejected", func() bool { return ts.Reloads(t, "rejected") >= 1 })
+	if got := ts.Revision(t); got != "library-0.1.0,s1" {
 		t.Fatalf("revision %q", got)
 	}
 }
@@ -410,13 +410,13 @@ func signedBundle(t *testing.T, privPEM, rev string) string {
 // is NOT_SERVING; when the bundle appears, it serves.
 func TestWaitForBundle(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "later")
-	var logs syncBuffer
-	ts := startServer(t, serverOpts{bundles: []string{dir}, watch: true, noLoad: true, logTo: &logs})
-	if resp := ts.decide(t, &pb.DecideRequest{ToolName: "Read"}); resp.Decision != pb.Decision_DECISION_DENY {
+	var logs testkit.SyncBuffer
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Watch: true, NoLoad: true, LogTo: &logs})
+	if resp := ts.Decide(t, &pb.DecideRequest{ToolName: "Read"}); resp.Decision != pb.Decision_DECISION_DENY {
 		t.Fatalf("before the bundle: %s", resp.Decision)
 	}
 	// serve --wait-for-bundle: the failed first load says no policy serves.
-	_ = ts.engine.Reload(context.Background(), true)
+	_ = ts.Engine.Reload(context.Background(), true)
 	if l := logs.String(); strings.Contains(l, "last good policy") || !strings.Contains(l, "no policy is loaded") {
 		t.Errorf("the log of a failed first load:\n%s", l)
 	}
@@ -425,8 +425,8 @@ func TestWaitForBundle(t *testing.T) {
 	}
 	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(goodAgents))
 	writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest("w1")))
-	eventually(t, 10*time.Second, "w1 serving", func() bool { return ts.revision(t) == "library-0.1.0,w1" })
-	h, err := ts.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	eventually(t, 10*time.Second, "w1 serving", func() bool { return ts.Revision(t) == "library-0.1.0,w1" })
+	h, err := ts.Health.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health %v %v", h, err)
 	}
@@ -446,7 +446,7 @@ func TestRemoteBundleServerWithClientCertificate(t *testing.T) {
 		w.Write(body)
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "bundles", true)}, ClientCAs: ca.pool, ClientAuth: tls.RequireAndVerifyClientCert}
-	var refused syncBuffer // the server's log of handshakes without a client certificate
+	var refused testkit.SyncBuffer // the server's log of handshakes without a client certificate
 	srv.Config.ErrorLog = log.New(&refused, "", 0)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -468,15 +468,15 @@ func TestRemoteBundleServerWithClientCertificate(t *testing.T) {
 		ClientKey:  writePEM("client.key", "PRIVATE KEY", keyDER),
 		CACert:     writePEM("ca.pem", "CERTIFICATE", ca.cert.Raw),
 	}
-	ts := startServer(t, serverOpts{bundles: []string{srv.URL + "/b.tar.gz"}, noLoad: true, watch: true, remote: creds})
-	eventually(t, 15*time.Second, "m1 serving", func() bool { return ts.revision(t) == "library-0.1.0,m1" })
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{srv.URL + "/b.tar.gz"}, NoLoad: true, Watch: true, Engine: pdp.Config{Remote: creds}})
+	eventually(t, 15*time.Second, "m1 serving", func() bool { return ts.Revision(t) == "library-0.1.0,m1" })
 
 	// Without the client certificate the server refuses: nothing loads.
-	bare := startServer(t, serverOpts{bundles: []string{srv.URL + "/b.tar.gz"}, noLoad: true, watch: true, remote: bundles.Credentials{CACert: creds.CACert}})
+	bare := startServer(t, grpcapitest.Options{Bundles: []string{srv.URL + "/b.tar.gz"}, NoLoad: true, Watch: true, Engine: pdp.Config{Remote: bundles.Credentials{CACert: creds.CACert}}})
 	eventually(t, 15*time.Second, "a handshake refused for want of a certificate", func() bool {
 		return strings.Contains(refused.String(), "certificate")
 	})
-	if r := bare.decide(t, &pb.DecideRequest{AgentId: "a", ToolName: "Read"}); r.Decision != pb.Decision_DECISION_DENY {
+	if r := bare.Decide(t, &pb.DecideRequest{AgentId: "a", ToolName: "Read"}); r.Decision != pb.Decision_DECISION_DENY {
 		t.Fatalf("with no client certificate the bundle loaded: %s %v", r.Decision, r.Reasons)
 	}
 }

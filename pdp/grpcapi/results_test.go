@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -38,21 +40,21 @@ func TestRememberedApprovalIsExactlyTheCall(t *testing.T) {
 	clock.Store(time.Now().UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Load()) }
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": resultAgents})
-	ts := startServer(t, serverOpts{bundles: []string{dir}, now: now, remember: 10 * time.Minute})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Engine: pdp.Config{Now: now, RememberTTL: 10 * time.Minute}})
 	ctx := context.Background()
 	approve := func(req *pb.DecideRequest) {
 		t.Helper()
-		ask := ts.decide(t, req)
+		ask := ts.Decide(t, req)
 		if ask.Decision != pb.Decision_DECISION_ASK {
 			t.Fatalf("%v: %s, want an ask", req, ask.Decision)
 		}
-		if _, err := ts.client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow", Remember: true}); err != nil {
+		if _, err := ts.Client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow", Remember: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	expect := func(what string, req *pb.DecideRequest, want pb.Decision) *pb.DecideResponse {
 		t.Helper()
-		r := ts.decide(t, req)
+		r := ts.Decide(t, req)
 		if r.Decision != want {
 			t.Fatalf("%s: %s, want %s (%s)", what, r.Decision, want, r.Message)
 		}
@@ -77,7 +79,7 @@ func TestRememberedApprovalIsExactlyTheCall(t *testing.T) {
 
 	// Any reload that activates a policy ends every remembered approval,
 	// even one with the same revision string.
-	if err := ts.engine.Reload(ctx, true); err != nil {
+	if err := ts.Engine.Reload(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	expect("after a reload", write("s", map[string]any{"file_path": "/tmp/x", "content": "a", "n": 1}, t), pb.Decision_DECISION_ASK)
@@ -90,7 +92,7 @@ func TestRememberedApprovalIsExactlyTheCall(t *testing.T) {
 
 	// The session's end.
 	approve(write("s", map[string]any{"file_path": "/tmp/z"}, t))
-	if _, err := ts.client.EndSession(ctx, &pb.EndSessionRequest{AgentId: "w", SessionId: "s"}); err != nil {
+	if _, err := ts.Client.EndSession(ctx, &pb.EndSessionRequest{AgentId: "w", SessionId: "s"}); err != nil {
 		t.Fatal(err)
 	}
 	expect("after EndSession", write("s", map[string]any{"file_path": "/tmp/z"}, t), pb.Decision_DECISION_ASK)
@@ -99,14 +101,14 @@ func TestRememberedApprovalIsExactlyTheCall(t *testing.T) {
 	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(strings.Replace(resultAgents, `["curl"]`, `["curl", "wget"]`, 1)))
 	approve(write("t", map[string]any{"file_path": "/tmp/q"}, t))
 	approve(&pb.DecideRequest{AgentId: "w", SessionId: "t", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"})})
-	if err := ts.engine.Reload(ctx, false); err != nil {
+	if err := ts.Engine.Reload(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	expect("a denied call in a session with approvals", &pb.DecideRequest{AgentId: "w", SessionId: "t", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "wget x"})}, pb.Decision_DECISION_DENY)
 
 	// remember with a deny is malformed.
 	ask := expect("an ask", write("u", map[string]any{}, t), pb.Decision_DECISION_ASK)
-	if _, err := ts.client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", Remember: true}); status.Code(err) != codes.InvalidArgument {
+	if _, err := ts.Client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny", Remember: true}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("remember with deny: %v, want INVALID_ARGUMENT", err)
 	}
 }
@@ -114,19 +116,19 @@ func TestRememberedApprovalIsExactlyTheCall(t *testing.T) {
 // The canonical tool: an approval of mcp__S__X covers X from server S.
 func TestRememberedApprovalCanonicalTool(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": `{"m": {"mcp_servers": [{"name": "gh"}]}}`})
-	ts := startServer(t, serverOpts{bundles: []string{dir}})
-	ask := ts.decide(t, &pb.DecideRequest{AgentId: "m", SessionId: "s", ToolName: "mcp__gh__create_issue", Args: testkit.Struct(t, map[string]any{"title": "t"})})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
+	ask := ts.Decide(t, &pb.DecideRequest{AgentId: "m", SessionId: "s", ToolName: "mcp__gh__create_issue", Args: testkit.Struct(t, map[string]any{"title": "t"})})
 	if ask.Decision != pb.Decision_DECISION_ASK {
 		t.Fatalf("mcp tool: %s", ask.Decision)
 	}
-	if _, err := ts.client.Confirm(context.Background(), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow", Remember: true}); err != nil {
+	if _, err := ts.Client.Confirm(context.Background(), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow", Remember: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, req := range []*pb.DecideRequest{
 		{AgentId: "m", SessionId: "s", ToolName: "create_issue", Server: "gh", Args: testkit.Struct(t, map[string]any{"title": "t"})},
 		{AgentId: "m", SessionId: "s", ToolName: "mcp__gh__create_issue", Server: "gh", Args: testkit.Struct(t, map[string]any{"title": "t"})},
 	} {
-		if r := ts.decide(t, req); r.Decision != pb.Decision_DECISION_ALLOW {
+		if r := ts.Decide(t, req); r.Decision != pb.Decision_DECISION_ALLOW {
 			t.Errorf("%s server %q: %s, want the remembered allow", req.ToolName, req.Server, r.Decision)
 		}
 	}
@@ -136,20 +138,20 @@ func TestRememberedApprovalCanonicalTool(t *testing.T) {
 // resets it; once a session reports, allows alone do not reset; codes.
 func TestReportResult(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": resultAgents})
-	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
 	ctx := context.Background()
 	read := func(sid, callID string) string {
-		return ts.decide(t, &pb.DecideRequest{AgentId: "w", SessionId: sid, ToolName: "Read", CallId: callID}).DecisionId
+		return ts.Decide(t, &pb.DecideRequest{AgentId: "w", SessionId: sid, ToolName: "Read", CallId: callID}).DecisionId
 	}
 	report := func(req *pb.ReportResultRequest) (bool, codes.Code) {
-		r, err := ts.client.ReportResult(ctx, req)
+		r, err := ts.Client.ReportResult(ctx, req)
 		return r.GetHalt(), status.Code(err)
 	}
 	// Error, deny, allow (no reset once reported), error: the third failure halts.
 	if h, c := report(&pb.ReportResultRequest{DecisionId: read("e", ""), IsError: true, Error: "ENOENT"}); h || c != codes.OK {
 		t.Fatalf("first error: halt %v %s", h, c)
 	}
-	ts.decide(t, &pb.DecideRequest{AgentId: "w", SessionId: "e", ToolName: "rm"})
+	ts.Decide(t, &pb.DecideRequest{AgentId: "w", SessionId: "e", ToolName: "rm"})
 	id := read("e", "tool_use_1")
 	if h, c := report(&pb.ReportResultRequest{CallId: "tool_use_1", AgentId: "w", SessionId: "e", IsError: true}); !h || c != codes.OK {
 		t.Fatalf("third failure, reported by call_id: halt %v %s", h, c)
@@ -161,12 +163,12 @@ func TestReportResult(t *testing.T) {
 	if h, c := report(&pb.ReportResultRequest{DecisionId: read("e", "")}); h || c != codes.OK {
 		t.Fatalf("a success: halt %v %s", h, c)
 	}
-	if r := ts.decide(t, &pb.DecideRequest{AgentId: "w", SessionId: "e", ToolName: "rm"}); r.Halt {
+	if r := ts.Decide(t, &pb.DecideRequest{AgentId: "w", SessionId: "e", ToolName: "rm"}); r.Halt {
 		t.Fatal("a denial after a reported success halts")
 	}
 	// Codes, in order: shape, id, state.
-	denied := ts.decide(t, &pb.DecideRequest{AgentId: "w", SessionId: "e", ToolName: "rm"}).DecisionId
-	asked := ts.decide(t, write("e", map[string]any{}, t)).DecisionId
+	denied := ts.Decide(t, &pb.DecideRequest{AgentId: "w", SessionId: "e", ToolName: "rm"}).DecisionId
+	asked := ts.Decide(t, write("e", map[string]any{}, t)).DecisionId
 	cases := []struct {
 		what string
 		req  *pb.ReportResultRequest
@@ -176,7 +178,7 @@ func TestReportResult(t *testing.T) {
 		{"both ids", &pb.ReportResultRequest{DecisionId: denied, CallId: "x"}, codes.InvalidArgument},
 		{"error text on a success", &pb.ReportResultRequest{DecisionId: denied, Error: "x"}, codes.InvalidArgument},
 		{"an error text too long", &pb.ReportResultRequest{DecisionId: denied, IsError: true, Error: strings.Repeat("x", pdp.MaxReportErrorBytes+1)}, codes.InvalidArgument},
-		{"an id too long", &pb.ReportResultRequest{DecisionId: strings.Repeat("x", MaxIDBytes+1)}, codes.InvalidArgument},
+		{"an id too long", &pb.ReportResultRequest{DecisionId: strings.Repeat("x", grpcapi.MaxIDBytes+1)}, codes.InvalidArgument},
 		{"unknown id", &pb.ReportResultRequest{DecisionId: "nope"}, codes.NotFound},
 		{"unknown call id", &pb.ReportResultRequest{CallId: "nope", AgentId: "w", SessionId: "e"}, codes.NotFound},
 		{"a call id of another session", &pb.ReportResultRequest{CallId: "tool_use_1", AgentId: "w", SessionId: "other"}, codes.NotFound},
@@ -189,14 +191,14 @@ func TestReportResult(t *testing.T) {
 		}
 	}
 	// A confirmed allow has a result to report; a confirmed deny has none.
-	if _, err := ts.client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: asked, Result: "allow"}); err != nil {
+	if _, err := ts.Client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: asked, Result: "allow"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, c := report(&pb.ReportResultRequest{DecisionId: asked}); c != codes.OK {
 		t.Fatalf("a confirmed allow: %s", c)
 	}
-	refused := ts.decide(t, write("e", map[string]any{"file_path": "/x"}, t)).DecisionId
-	if _, err := ts.client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: refused, Result: "deny"}); err != nil {
+	refused := ts.Decide(t, write("e", map[string]any{"file_path": "/x"}, t)).DecisionId
+	if _, err := ts.Client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: refused, Result: "deny"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, c := report(&pb.ReportResultRequest{DecisionId: refused}); c != codes.FailedPrecondition {
@@ -207,23 +209,23 @@ func TestReportResult(t *testing.T) {
 // Confirm by the agent's own call id.
 func TestConfirmByCallID(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": resultAgents})
-	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
 	req := write("s", map[string]any{"file_path": "/tmp/x"}, t)
 	req.CallId = "toolu_01"
-	if r := ts.decide(t, req); r.Decision != pb.Decision_DECISION_ASK {
+	if r := ts.Decide(t, req); r.Decision != pb.Decision_DECISION_ASK {
 		t.Fatalf("write: %s", r.Decision)
 	}
-	list, err := ts.client.ListPending(context.Background(), &pb.ListPendingRequest{})
+	list, err := ts.Client.ListPending(context.Background(), &pb.ListPendingRequest{})
 	if err != nil || len(list.Asks) != 1 || list.Asks[0].CallId != "toolu_01" {
 		t.Fatalf("ListPending: %v %v, want the call id", list, err)
 	}
-	if _, err := ts.client.Confirm(context.Background(), &pb.ConfirmRequest{CallId: "toolu_01", AgentId: "w", SessionId: "other", Result: "allow"}); status.Code(err) != codes.NotFound {
+	if _, err := ts.Client.Confirm(context.Background(), &pb.ConfirmRequest{CallId: "toolu_01", AgentId: "w", SessionId: "other", Result: "allow"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("call id under another session: %v", err)
 	}
-	if r, err := ts.client.Confirm(context.Background(), &pb.ConfirmRequest{CallId: "toolu_01", AgentId: "w", SessionId: "s", Result: "allow"}); err != nil || r.Decision != pb.Decision_DECISION_ALLOW {
+	if r, err := ts.Client.Confirm(context.Background(), &pb.ConfirmRequest{CallId: "toolu_01", AgentId: "w", SessionId: "s", Result: "allow"}); err != nil || r.Decision != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("Confirm by call id: %v %v", r, err)
 	}
-	if _, err := ts.client.ReportResult(context.Background(), &pb.ReportResultRequest{CallId: "toolu_01", AgentId: "w", SessionId: "s", IsError: true, Error: "disk full"}); err != nil {
+	if _, err := ts.Client.ReportResult(context.Background(), &pb.ReportResultRequest{CallId: "toolu_01", AgentId: "w", SessionId: "s", IsError: true, Error: "disk full"}); err != nil {
 		t.Fatalf("ReportResult by call id: %v", err)
 	}
 }
@@ -231,14 +233,14 @@ func TestConfirmByCallID(t *testing.T) {
 // With workspace binding, ReportResult sees only the caller's workspace.
 func TestReportResultIsWorkspaceScoped(t *testing.T) {
 	ts := workspaceServer(t, false)
-	allow := mustDecide(t, ts.client, as(acmeToken), &pb.DecideRequest{AgentId: "acme-coder", SessionId: "s", ToolName: "Read", CallId: "c1"}, pb.Decision_DECISION_ALLOW)
-	if _, err := ts.client.ReportResult(as(globexToken), &pb.ReportResultRequest{DecisionId: allow.DecisionId, IsError: true}); status.Code(err) != codes.NotFound {
+	allow := mustDecide(t, ts.Client, as(acmeToken), &pb.DecideRequest{AgentId: "acme-coder", SessionId: "s", ToolName: "Read", CallId: "c1"}, pb.Decision_DECISION_ALLOW)
+	if _, err := ts.Client.ReportResult(as(globexToken), &pb.ReportResultRequest{DecisionId: allow.DecisionId, IsError: true}); status.Code(err) != codes.NotFound {
 		t.Fatalf("globex reporting acme's call: %v, want NOT_FOUND", err)
 	}
-	if _, err := ts.client.ReportResult(as(globexToken), &pb.ReportResultRequest{CallId: "c1", AgentId: "acme-coder", SessionId: "s", IsError: true}); status.Code(err) != codes.NotFound {
+	if _, err := ts.Client.ReportResult(as(globexToken), &pb.ReportResultRequest{CallId: "c1", AgentId: "acme-coder", SessionId: "s", IsError: true}); status.Code(err) != codes.NotFound {
 		t.Fatalf("globex reporting acme's call by call id: %v, want NOT_FOUND", err)
 	}
-	if _, err := ts.client.ReportResult(as(acmeToken), &pb.ReportResultRequest{DecisionId: allow.DecisionId}); err != nil {
+	if _, err := ts.Client.ReportResult(as(acmeToken), &pb.ReportResultRequest{DecisionId: allow.DecisionId}); err != nil {
 		t.Fatalf("acme reporting its own call: %v", err)
 	}
 }
@@ -252,14 +254,14 @@ func TestResultAndConfirmationEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": resultAgents})
-	ts := startServer(t, serverOpts{bundles: []string{dir}, dlog: log})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Engine: pdp.Config{DecisionLog: log}})
 	ctx := context.Background()
-	read := ts.decide(t, &pb.DecideRequest{AgentId: "w", SessionId: "s", ToolName: "Read", CallId: "toolu_9"})
-	if _, err := ts.client.ReportResult(ctx, &pb.ReportResultRequest{DecisionId: read.DecisionId, IsError: true, Error: "EACCES"}); err != nil {
+	read := ts.Decide(t, &pb.DecideRequest{AgentId: "w", SessionId: "s", ToolName: "Read", CallId: "toolu_9"})
+	if _, err := ts.Client.ReportResult(ctx, &pb.ReportResultRequest{DecisionId: read.DecisionId, IsError: true, Error: "EACCES"}); err != nil {
 		t.Fatal(err)
 	}
-	ask := ts.decide(t, write("s", map[string]any{}, t))
-	if _, err := ts.client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow", Remember: true}); err != nil {
+	ask := ts.Decide(t, write("s", map[string]any{}, t))
+	if _, err := ts.Client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow", Remember: true}); err != nil {
 		t.Fatal(err)
 	}
 	log.Close()
@@ -301,11 +303,11 @@ func TestCallIDNamingTwoCallsNamesNeither(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{
 		"agents/data.json": `{"a": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}]}}`,
 	})
-	ts := startServer(t, serverOpts{bundles: []string{dir}, approver: true})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Approver: true})
 	ctx := t.Context()
 	for _, session := range []string{"", "s1"} {
 		bash := func(cmd string) *pb.DecideResponse {
-			r := ts.decide(t, &pb.DecideRequest{AgentId: "a", SessionId: session, ToolName: "Bash", CallId: "toolu_1",
+			r := ts.Decide(t, &pb.DecideRequest{AgentId: "a", SessionId: session, ToolName: "Bash", CallId: "toolu_1",
 				Args: testkit.Struct(t, map[string]any{"command": cmd})})
 			if r.Decision != pb.Decision_DECISION_ASK {
 				t.Fatalf("session %q, %s: %v, want an ask", session, cmd, r.Decision)
@@ -315,10 +317,10 @@ func TestCallIDNamingTwoCallsNamesNeither(t *testing.T) {
 		first := bash("ls")
 		retried := bash("ls")
 		byID := &pb.ConfirmRequest{CallId: "toolu_1", AgentId: "a", SessionId: session, Result: "deny", DenyMessage: "no"}
-		if r, err := ts.approver.Confirm(ctx, byID); err != nil || r.Decision != pb.Decision_DECISION_DENY {
+		if r, err := ts.Approver.Confirm(ctx, byID); err != nil || r.Decision != pb.Decision_DECISION_DENY {
 			t.Fatalf("session %q: Confirm of a retried call by its id: %v, %v", session, r, err)
 		}
-		if _, err := ts.approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: first.DecisionId, Result: "deny"}); err != nil {
+		if _, err := ts.Approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: first.DecisionId, Result: "deny"}); err != nil {
 			t.Fatalf("session %q: the first of the retried pair by decision_id: %v", session, err)
 		}
 		_ = retried
@@ -326,29 +328,29 @@ func TestCallIDNamingTwoCallsNamesNeither(t *testing.T) {
 		ls := bash("ls")
 		rm := bash("rm -rf ~")
 		byID.Result, byID.DenyMessage = "allow", ""
-		_, err := ts.approver.Confirm(ctx, byID)
+		_, err := ts.Approver.Confirm(ctx, byID)
 		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "decision_id") || !strings.Contains(err.Error(), "more than one call") {
 			t.Fatalf("session %q: Confirm allow by a call id naming ls and rm -rf ~: %v, want FAILED_PRECONDITION naming decision_id", session, err)
 		}
-		_, err = ts.client.AwaitDecision(ctx, &pb.AwaitDecisionRequest{CallId: "toolu_1", AgentId: "a", SessionId: session})
+		_, err = ts.Client.AwaitDecision(ctx, &pb.AwaitDecisionRequest{CallId: "toolu_1", AgentId: "a", SessionId: session})
 		if status.Code(err) != codes.FailedPrecondition {
 			t.Errorf("session %q: AwaitDecision by the shared call id: %v, want FAILED_PRECONDITION", session, err)
 		}
-		_, err = ts.client.ReportResult(ctx, &pb.ReportResultRequest{CallId: "toolu_1", AgentId: "a", SessionId: session})
+		_, err = ts.Client.ReportResult(ctx, &pb.ReportResultRequest{CallId: "toolu_1", AgentId: "a", SessionId: session})
 		if status.Code(err) != codes.FailedPrecondition {
 			t.Errorf("session %q: ReportResult by the shared call id: %v, want FAILED_PRECONDITION", session, err)
 		}
 		// Nothing was approved: both asks are still pending, each answerable by its decision id.
 		for _, id := range []string{ls.DecisionId, rm.DecisionId} {
-			r, err := ts.client.AwaitDecision(ctx, &pb.AwaitDecisionRequest{DecisionId: id})
+			r, err := ts.Client.AwaitDecision(ctx, &pb.AwaitDecisionRequest{DecisionId: id})
 			if err != nil || r.State != pb.AskState_ASK_STATE_PENDING {
 				t.Fatalf("session %q: %s: %v, %v; want still pending", session, id, r, err)
 			}
 		}
-		if r, err := ts.approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ls.DecisionId, Result: "allow"}); err != nil || r.Decision != pb.Decision_DECISION_ALLOW {
+		if r, err := ts.Approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ls.DecisionId, Result: "allow"}); err != nil || r.Decision != pb.Decision_DECISION_ALLOW {
 			t.Fatalf("session %q: Confirm ls by decision_id: %v, %v", session, r, err)
 		}
-		if r, err := ts.approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: rm.DecisionId, Result: "deny"}); err != nil || r.Decision != pb.Decision_DECISION_DENY {
+		if r, err := ts.Approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: rm.DecisionId, Result: "deny"}); err != nil || r.Decision != pb.Decision_DECISION_DENY {
 			t.Fatalf("session %q: Confirm rm by decision_id: %v, %v", session, r, err)
 		}
 	}

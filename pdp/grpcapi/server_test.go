@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"context"
@@ -14,14 +14,16 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
 func TestEmbeddedDefaultDecisions(t *testing.T) {
 	for _, unix := range []bool{false, true} {
-		ts := startServer(t, serverOpts{unix: unix})
-		t.Run(ts.addr, func(t *testing.T) {
+		ts := startServer(t, grpcapitest.Options{Unix: unix})
+		t.Run(ts.Addr, func(t *testing.T) {
 			cases := []struct {
 				req  *pb.DecideRequest
 				want pb.Decision
@@ -35,7 +37,7 @@ func TestEmbeddedDefaultDecisions(t *testing.T) {
 			}
 			ids := map[string]bool{}
 			for _, c := range cases {
-				resp := ts.decide(t, c.req)
+				resp := ts.Decide(t, c.req)
 				if resp.Decision != c.want || !strings.Contains(resp.Message, c.msg) {
 					t.Errorf("%s: got %s %q, want %s containing %q", c.req.ToolName, resp.Decision, resp.Message, c.want, c.msg)
 				}
@@ -55,15 +57,15 @@ func TestEmbeddedDefaultDecisions(t *testing.T) {
 }
 
 func TestHealthAndReflection(t *testing.T) {
-	ts := startServer(t, serverOpts{})
+	ts := startServer(t, grpcapitest.Options{})
 	ctx := context.Background()
 	for _, svc := range []string{"", "toolpdp.v1.DecisionService"} {
-		h, err := ts.health.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		h, err := ts.Health.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
 		if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 			t.Fatalf("health(%q) = %v, %v", svc, h, err)
 		}
 	}
-	stream, err := reflectionpb.NewServerReflectionClient(ts.conn).ServerReflectionInfo(ctx)
+	stream, err := reflectionpb.NewServerReflectionClient(ts.Conn).ServerReflectionInfo(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,19 +87,19 @@ func TestHealthAndReflection(t *testing.T) {
 
 // Before any bundle loads, health is NOT_SERVING and every Decide denies.
 func TestNoPolicyDeniesAndIsNotServing(t *testing.T) {
-	ts := startServer(t, serverOpts{noLoad: true})
-	h, err := ts.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	ts := startServer(t, grpcapitest.Options{NoLoad: true})
+	h, err := ts.Health.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if err != nil || h.Status != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("health = %v, %v; want NOT_SERVING", h, err)
 	}
-	resp := ts.decide(t, &pb.DecideRequest{ToolName: "Read"})
+	resp := ts.Decide(t, &pb.DecideRequest{ToolName: "Read"})
 	if resp.Decision != pb.Decision_DECISION_DENY || !strings.Contains(resp.Message, "no policy is loaded") {
 		t.Fatalf("got %s %q", resp.Decision, resp.Message)
 	}
 }
 
 func TestValidationErrorsNameTheField(t *testing.T) {
-	ts := startServer(t, serverOpts{})
+	ts := startServer(t, grpcapitest.Options{})
 	big := strings.Repeat("x", 70<<10)
 	cases := []struct {
 		name string
@@ -117,7 +119,7 @@ func TestValidationErrorsNameTheField(t *testing.T) {
 			"execution_policy.network: \"loopback\" is not \"none\" or empty"},
 	}
 	for _, c := range cases {
-		_, err := ts.client.Decide(context.Background(), c.req)
+		_, err := ts.Client.Decide(context.Background(), c.req)
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), c.want) {
 			t.Errorf("%s: got %v, want INVALID_ARGUMENT containing %q", c.name, err, c.want)
 		}
@@ -135,7 +137,7 @@ func (rawCodec) Unmarshal(b []byte, v any) error {
 func (rawCodec) Name() string { return "proto" }
 
 func TestInvalidUTF8IsInvalidArgument(t *testing.T) {
-	ts := startServer(t, serverOpts{})
+	ts := startServer(t, grpcapitest.Options{})
 	bad := []byte{0xff, 0xfe, 'x'}
 	for _, c := range []struct {
 		field string
@@ -154,13 +156,13 @@ func TestInvalidUTF8IsInvalidArgument(t *testing.T) {
 		}()},
 	} {
 		var out []byte
-		err := ts.conn.Invoke(context.Background(), "/toolpdp.v1.DecisionService/Decide", &c.msg, &out, grpc.ForceCodec(rawCodec{}))
+		err := ts.Conn.Invoke(context.Background(), "/toolpdp.v1.DecisionService/Decide", &c.msg, &out, grpc.ForceCodec(rawCodec{}))
 		if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), c.field) {
 			t.Errorf("%s: got %v, want INVALID_ARGUMENT naming %s", c.field, err, c.field)
 		}
 	}
 	// The server lives on and decides.
-	if resp := ts.decide(t, &pb.DecideRequest{ToolName: "Read"}); resp.Decision != pb.Decision_DECISION_ALLOW {
+	if resp := ts.Decide(t, &pb.DecideRequest{ToolName: "Read"}); resp.Decision != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("after bad input: %s", resp.Decision)
 	}
 }
@@ -179,18 +181,18 @@ func TestHandlerPanicDoesNotKillServer(t *testing.T) {
 			return ic(ctx, in, &grpc.UnaryServerInfo{FullMethod: "/toolpdp.test.Panicky/Boom"}, h)
 		}}},
 	}
-	ts := startServer(t, serverOpts{register: func(s *grpc.Server) { s.RegisterService(&desc, struct{}{}) }})
+	ts := startServer(t, grpcapitest.Options{Register: func(s *grpc.Server) { s.RegisterService(&desc, struct{}{}) }})
 	for range 3 {
-		err := ts.conn.Invoke(context.Background(), "/toolpdp.test.Panicky/Boom", &emptypb.Empty{}, &emptypb.Empty{})
+		err := ts.Conn.Invoke(context.Background(), "/toolpdp.test.Panicky/Boom", &emptypb.Empty{}, &emptypb.Empty{})
 		if status.Code(err) != codes.Internal {
 			t.Fatalf("got %v, want INTERNAL", err)
 		}
 	}
-	if resp := ts.decide(t, &pb.DecideRequest{ToolName: "Read"}); resp.Decision != pb.Decision_DECISION_ALLOW {
+	if resp := ts.Decide(t, &pb.DecideRequest{ToolName: "Read"}); resp.Decision != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("after panics: %s", resp.Decision)
 	}
 	// The panic was counted by the metrics interceptor.
-	mfs, err := ts.registry.Gather()
+	mfs, err := ts.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,10 +218,10 @@ func TestHandlerPanicDoesNotKillServer(t *testing.T) {
 
 // An evaluation that overruns its deadline is a deny, never an allow.
 func TestEvaluationTimeoutDenies(t *testing.T) {
-	ts := startServer(t, serverOpts{timeout: time.Nanosecond})
+	ts := startServer(t, grpcapitest.Options{Engine: pdp.Config{EvalTimeout: time.Nanosecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := ts.client.Decide(ctx, &pb.DecideRequest{ToolName: "Read"})
+	resp, err := ts.Client.Decide(ctx, &pb.DecideRequest{ToolName: "Read"})
 	if err != nil {
 		t.Fatal(err)
 	}

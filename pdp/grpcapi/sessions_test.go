@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -23,7 +25,7 @@ import (
 // are its own.
 func TestManySessionsConcurrently(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("s"), "agents/data.json": testkit.SessionAgents})
-	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
 	var wg sync.WaitGroup
 	var wrong atomic.Int64
 	for g := range 8 {
@@ -33,16 +35,16 @@ func TestManySessionsConcurrently(t *testing.T) {
 			for s := range 25 {
 				sid := fmt.Sprintf("g%d-s%d", g, s)
 				for i := 1; i <= 5; i++ {
-					resp, err := ts.client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "rm"})
+					resp, err := ts.Client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "rm"})
 					if err != nil || resp.Halt != (i >= 3) {
 						wrong.Add(1)
 					}
 				}
 				// An allow resets the count.
-				if resp, err := ts.client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "ls"}); err != nil || resp.Halt {
+				if resp, err := ts.Client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "ls"}); err != nil || resp.Halt {
 					wrong.Add(1)
 				}
-				if resp, err := ts.client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "rm"}); err != nil || resp.Halt {
+				if resp, err := ts.Client.Decide(context.Background(), &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "rm"}); err != nil || resp.Halt {
 					wrong.Add(1)
 				}
 			}
@@ -52,7 +54,7 @@ func TestManySessionsConcurrently(t *testing.T) {
 	if wrong.Load() != 0 {
 		t.Fatalf("%d answers with a wrong halt or an error", wrong.Load())
 	}
-	if n := int(ts.metric(t, "toolpdp_sessions")); n != 200 {
+	if n := int(ts.Metric(t, "toolpdp_sessions")); n != 200 {
 		t.Fatalf("%d sessions held, want 200", n)
 	}
 }
@@ -62,27 +64,27 @@ func TestManySessionsConcurrently(t *testing.T) {
 // definition would let a flood of sessions loosen a running one.
 func TestPinEvictionAtTheBound(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": `{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`})
-	ts := startServer(t, serverOpts{bundles: []string{dir}, sessions: 2})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Engine: pdp.Config{MaxSessions: 2}})
 	decide := func(sid string) pb.Decision {
-		return ts.decide(t, &pb.DecideRequest{AgentId: "b", SessionId: sid, ToolName: "bash"}).Decision
+		return ts.Decide(t, &pb.DecideRequest{AgentId: "b", SessionId: sid, ToolName: "bash"}).Decision
 	}
 	decide("s1")
 	decide("s2")
 	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(`{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}]}}`))
-	if err := ts.engine.Reload(context.Background(), false); err != nil {
+	if err := ts.Engine.Reload(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	if decide("s1") != pb.Decision_DECISION_ALLOW {
 		t.Fatal("s1 lost its pin before the bound was reached")
 	}
 	decide("s3") // the third session: s2, idle longest, is released
-	if int(ts.metric(t, "toolpdp_sessions")) != 2 {
-		t.Fatalf("%d sessions, want the bound of 2", int(ts.metric(t, "toolpdp_sessions")))
+	if int(ts.Metric(t, "toolpdp_sessions")) != 2 {
+		t.Fatalf("%d sessions, want the bound of 2", int(ts.Metric(t, "toolpdp_sessions")))
 	}
-	if r := ts.decide(t, &pb.DecideRequest{AgentId: "b", SessionId: "s2", ToolName: "bash"}); r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "session_evicted" {
+	if r := ts.Decide(t, &pb.DecideRequest{AgentId: "b", SessionId: "s2", ToolName: "bash"}); r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "session_evicted" {
 		t.Fatalf("s2 after it was released at the bound: %s %v, want a session_evicted deny", r.Decision, r.Reasons)
 	}
-	if n := ts.metric(t, "toolpdp_sessions_evicted_total"); n != 2 { // s2 for s3, then s1 for s2's return
+	if n := ts.Metric(t, "toolpdp_sessions_evicted_total"); n != 2 { // s2 for s3, then s1 for s2's return
 		t.Fatalf("toolpdp_sessions_evicted_total = %v, want 2", n)
 	}
 }
@@ -92,17 +94,17 @@ func TestIdleTimeoutAndEndSessionReleasePins(t *testing.T) {
 	clock.Store(time.Now().UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Load()) }
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": `{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`})
-	ts := startServer(t, serverOpts{bundles: []string{dir}, sessions: 100, idle: time.Minute, now: now})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Engine: pdp.Config{MaxSessions: 100, SessionIdle: time.Minute, Now: now}})
 	decide := func(sid string) pb.Decision {
-		return ts.decide(t, &pb.DecideRequest{AgentId: "b", SessionId: sid, ToolName: "bash"}).Decision
+		return ts.Decide(t, &pb.DecideRequest{AgentId: "b", SessionId: sid, ToolName: "bash"}).Decision
 	}
 	decide("idle")
 	decide("ended")
 	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(`{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}]}}`))
-	if err := ts.engine.Reload(context.Background(), false); err != nil {
+	if err := ts.Engine.Reload(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := ts.client.EndSession(context.Background(), &pb.EndSessionRequest{AgentId: "b", SessionId: "ended"})
+	resp, err := ts.Client.EndSession(context.Background(), &pb.EndSessionRequest{AgentId: "b", SessionId: "ended"})
 	if err != nil || !resp.Found {
 		t.Fatalf("EndSession: %v %v", resp, err)
 	}
@@ -116,28 +118,28 @@ func TestIdleTimeoutAndEndSessionReleasePins(t *testing.T) {
 	if decide("idle") != pb.Decision_DECISION_ASK {
 		t.Fatal("a session idle past the timeout kept its pin")
 	}
-	if _, err := ts.client.EndSession(context.Background(), &pb.EndSessionRequest{}); status.Code(err) != codes.InvalidArgument {
+	if _, err := ts.Client.EndSession(context.Background(), &pb.EndSessionRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("EndSession without session_id: %v", err)
 	}
 }
 
 func TestConfirm(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("c"), "agents/data.json": testkit.SessionAgents})
-	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
 	ctx := context.Background()
 	ask := func(sid string) string {
-		resp := ts.decide(t, &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "bash"})
+		resp := ts.Decide(t, &pb.DecideRequest{AgentId: "a", SessionId: sid, ToolName: "bash"})
 		if resp.Decision != pb.Decision_DECISION_ASK {
 			t.Fatalf("bash: %s", resp.Decision)
 		}
 		return resp.DecisionId
 	}
 	code := func(req *pb.ConfirmRequest) codes.Code {
-		_, err := ts.client.Confirm(ctx, req)
+		_, err := ts.Client.Confirm(ctx, req)
 		return status.Code(err)
 	}
 	id := ask("s")
-	pending, err := ts.client.ListPending(ctx, &pb.ListPendingRequest{AgentId: "a"})
+	pending, err := ts.Client.ListPending(ctx, &pb.ListPendingRequest{AgentId: "a"})
 	if err != nil || len(pending.Asks) != 1 || pending.Asks[0].DecisionId != id || !strings.Contains(pending.Asks[0].Message, "confirmation") {
 		t.Fatalf("ListPending: %v %v", pending, err)
 	}
@@ -150,7 +152,7 @@ func TestConfirm(t *testing.T) {
 	if c := code(&pb.ConfirmRequest{DecisionId: "nope", Result: "allow"}); c != codes.NotFound {
 		t.Fatalf("unknown id: %s", c)
 	}
-	allowID := ts.decide(t, &pb.DecideRequest{AgentId: "a", ToolName: "ls"}).DecisionId
+	allowID := ts.Decide(t, &pb.DecideRequest{AgentId: "a", ToolName: "ls"}).DecisionId
 	if c := code(&pb.ConfirmRequest{DecisionId: allowID, Result: "allow"}); c != codes.FailedPrecondition {
 		t.Fatalf("a decision that was not ask: %s", c)
 	}
@@ -164,17 +166,17 @@ func TestConfirm(t *testing.T) {
 		t.Fatalf("a contrary second confirm of the same ask: %s, want FAILED_PRECONDITION (answered before)", c)
 	}
 	// Confirmed denials count toward the cap of 3, with decisions' denials.
-	ts.decide(t, &pb.DecideRequest{AgentId: "a", SessionId: "cap", ToolName: "rm"})
+	ts.Decide(t, &pb.DecideRequest{AgentId: "a", SessionId: "cap", ToolName: "rm"})
 	for i, want := range []bool{false, true} {
-		resp, err := ts.client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask("cap"), Result: "deny", DenyMessage: "use the staging copy"})
+		resp, err := ts.Client.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask("cap"), Result: "deny", DenyMessage: "use the staging copy"})
 		if err != nil || resp.Halt != want || resp.Decision != pb.Decision_DECISION_DENY {
 			t.Fatalf("confirm deny %d: %v %v; want halt %v", i, resp, err, want)
 		}
 	}
-	if resp := ts.decide(t, &pb.DecideRequest{AgentId: "a", SessionId: "cap", ToolName: "rm"}); !resp.Halt {
+	if resp := ts.Decide(t, &pb.DecideRequest{AgentId: "a", SessionId: "cap", ToolName: "rm"}); !resp.Halt {
 		t.Fatal("a denial after the cap does not halt")
 	}
-	if pending, _ := ts.client.ListPending(ctx, &pb.ListPendingRequest{}); len(pending.Asks) != 0 {
+	if pending, _ := ts.Client.ListPending(ctx, &pb.ListPendingRequest{}); len(pending.Asks) != 0 {
 		t.Fatalf("answered asks still pending: %v", pending.Asks)
 	}
 }
@@ -184,28 +186,28 @@ func TestConfirm(t *testing.T) {
 func TestGuardrailsReachPinnedSessions(t *testing.T) {
 	allowAll := `{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": allowAll})
-	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
 	curl := &pb.DecideRequest{AgentId: "b", SessionId: "pinned", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "curl x"})}
-	if d := ts.decide(t, curl).Decision; d != pb.Decision_DECISION_ALLOW {
+	if d := ts.Decide(t, curl).Decision; d != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("before the fix: %s", d)
 	}
 	// The new bundle changes the agent's policy (ask) and adds a guardrail.
 	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(`{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}],
 		"guardrails": {"deny_commands": ["curl"]}}}`))
 	writeFileAtomic(t, filepath.Join(dir, "guardrails", "data.json"), []byte(`{"deny_commands": ["wget"]}`))
-	if err := ts.engine.Reload(context.Background(), false); err != nil {
+	if err := ts.Engine.Reload(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
-	resp := ts.decide(t, curl)
+	resp := ts.Decide(t, curl)
 	if resp.Decision != pb.Decision_DECISION_DENY || resp.Reasons[0].Effect != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("pinned session after the fix: %s, reasons %v; want the pinned allow plus the new deny", resp.Decision, resp.Reasons)
 	}
 	wget := &pb.DecideRequest{AgentId: "b", SessionId: "pinned", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "wget x"})}
-	if d := ts.decide(t, wget).Decision; d != pb.Decision_DECISION_DENY {
+	if d := ts.Decide(t, wget).Decision; d != pb.Decision_DECISION_DENY {
 		t.Fatalf("global guardrail on a pinned session: %s", d)
 	}
 	ls := &pb.DecideRequest{AgentId: "b", SessionId: "pinned", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"})}
-	if d := ts.decide(t, ls).Decision; d != pb.Decision_DECISION_ALLOW {
+	if d := ts.Decide(t, ls).Decision; d != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("the pinned definition changed: %s", d)
 	}
 }
@@ -217,26 +219,26 @@ func TestRemovedAgentIsRevoked(t *testing.T) {
 	coder := `"coder": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}, {"type": "custom", "name": "lookup"}], "guardrails": {"deny_commands": ["curl"]}}`
 	other := `"other": {"tools": [{"type": "agent_toolset"}]}`
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": "{" + coder + "," + other + "}"})
-	ts := startServer(t, serverOpts{bundles: []string{dir}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
 	bash := func(cmd string) *pb.DecideRequest {
 		return &pb.DecideRequest{AgentId: "coder", SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": cmd})}
 	}
-	if r := ts.decide(t, bash("curl x")); r.Decision != pb.Decision_DECISION_DENY {
+	if r := ts.Decide(t, bash("curl x")); r.Decision != pb.Decision_DECISION_DENY {
 		t.Fatalf("curl before the reload: %s", r.Decision)
 	}
-	ask := ts.decide(t, bash("eval ls")) // code it cannot see: an ask, left pending
+	ask := ts.Decide(t, bash("eval ls")) // code it cannot see: an ask, left pending
 	reload := func(agents, rev string) {
 		t.Helper()
 		writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(agents))
 		writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest(rev)))
-		if err := ts.engine.Reload(context.Background(), false); err != nil {
+		if err := ts.Engine.Reload(context.Background(), false); err != nil {
 			t.Fatal(err)
 		}
 	}
 	reload("{"+other+"}", "v2")
 	// An ask of the removed agent still pending: a person's allow is a deny.
 	if ask.Decision == pb.Decision_DECISION_ASK {
-		c, err := ts.client.Confirm(context.Background(), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow", Remember: true})
+		c, err := ts.Client.Confirm(context.Background(), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow", Remember: true})
 		if err != nil || c.Decision != pb.Decision_DECISION_DENY {
 			t.Fatalf("Confirm allow of a removed agent's ask: %v %v, want DECISION_DENY", c, err)
 		}
@@ -244,26 +246,26 @@ func TestRemovedAgentIsRevoked(t *testing.T) {
 		t.Fatalf("eval ls: %s, want an ask to confirm", ask.Decision)
 	}
 	for _, req := range []*pb.DecideRequest{bash("ls"), bash("rm -rf /"), {AgentId: "coder", SessionId: "s", ToolName: "Read"}, {AgentId: "coder", SessionId: "s", ToolName: "lookup"}} {
-		r := ts.decide(t, req)
+		r := ts.Decide(t, req)
 		if r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "agent_removed" || !strings.Contains(r.Message, "removed") {
 			t.Fatalf("%s in a running session of a removed agent: %s %v", req.ToolName, r.Decision, r.Reasons)
 		}
 	}
-	if r := ts.decide(t, &pb.DecideRequest{AgentId: "coder", SessionId: "new", ToolName: "Read"}); r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "unknown_agent" {
+	if r := ts.Decide(t, &pb.DecideRequest{AgentId: "coder", SessionId: "new", ToolName: "Read"}); r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "unknown_agent" {
 		t.Fatalf("a new session of a removed agent: %s %v", r.Decision, r.Reasons)
 	}
 	// Defined again, looser: the running session keeps its pin and the
 	// guardrails it was pinned with; a new session gets the new definition.
 	reload(`{"coder": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`, "v3")
-	if r := ts.decide(t, bash("ls")); r.Decision != pb.Decision_DECISION_ALLOW {
+	if r := ts.Decide(t, bash("ls")); r.Decision != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("ls in the running session, defined again: %s %s", r.Decision, r.Message)
 	}
-	if r := ts.decide(t, bash("curl x")); r.Decision != pb.Decision_DECISION_DENY {
+	if r := ts.Decide(t, bash("curl x")); r.Decision != pb.Decision_DECISION_DENY {
 		t.Fatalf("curl in the running session after a reload that dropped the rule: %s, want its pinned guardrail's deny", r.Decision)
 	}
 	fresh := bash("curl x")
 	fresh.SessionId = "fresh"
-	if r := ts.decide(t, fresh); r.Decision != pb.Decision_DECISION_ALLOW {
+	if r := ts.Decide(t, fresh); r.Decision != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("curl in a new session of the new definition: %s %s", r.Decision, r.Message)
 	}
 }
@@ -274,30 +276,30 @@ func TestRemovedAgentIsRevoked(t *testing.T) {
 func TestSessionEvictedUnderLoadIsNotReborn(t *testing.T) {
 	strict := `{"v": {"tools": [{"type": "agent_toolset", "configs": [{"name": "rm", "enabled": false}], "default_config": {"permission_policy": {"type": "always_ask"}}}], "max_consecutive_denials": 2}}`
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": strict})
-	ts := startServer(t, serverOpts{bundles: []string{dir}, sessions: 3})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Engine: pdp.Config{MaxSessions: 3}})
 	rm := &pb.DecideRequest{AgentId: "v", SessionId: "V", ToolName: "rm"}
-	ts.decide(t, rm)
-	if r := ts.decide(t, rm); !r.Halt {
+	ts.Decide(t, rm)
+	if r := ts.Decide(t, rm); !r.Halt {
 		t.Fatalf("second denial: halt %v", r.Halt)
 	}
 	// A looser definition, then a flood of new sessions that evicts V.
 	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(`{"v": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`))
 	writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest("v2")))
-	if err := ts.engine.Reload(context.Background(), false); err != nil {
+	if err := ts.Engine.Reload(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 4 {
-		ts.decide(t, &pb.DecideRequest{AgentId: "v", SessionId: fmt.Sprintf("flood%d", i), ToolName: "Read"})
+		ts.Decide(t, &pb.DecideRequest{AgentId: "v", SessionId: fmt.Sprintf("flood%d", i), ToolName: "Read"})
 	}
-	r := ts.decide(t, &pb.DecideRequest{AgentId: "v", SessionId: "V", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"})})
+	r := ts.Decide(t, &pb.DecideRequest{AgentId: "v", SessionId: "V", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"})})
 	if r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "session_evicted" {
 		t.Fatalf("the evicted session after the flood: %s %v, want a session_evicted deny", r.Decision, r.Reasons)
 	}
 	// Ended on purpose, the id starts afresh.
-	if _, err := ts.client.EndSession(context.Background(), &pb.EndSessionRequest{AgentId: "v", SessionId: "V"}); err != nil {
+	if _, err := ts.Client.EndSession(context.Background(), &pb.EndSessionRequest{AgentId: "v", SessionId: "V"}); err != nil {
 		t.Fatal(err)
 	}
-	if r := ts.decide(t, &pb.DecideRequest{AgentId: "v", SessionId: "V", ToolName: "Read"}); r.Decision == pb.Decision_DECISION_DENY {
+	if r := ts.Decide(t, &pb.DecideRequest{AgentId: "v", SessionId: "V", ToolName: "Read"}); r.Decision == pb.Decision_DECISION_DENY {
 		t.Fatalf("after EndSession: %s %v", r.Decision, r.Reasons)
 	}
 }

@@ -1,4 +1,4 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolpdp/toolpdp/pdp/grpcapi"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -22,11 +24,10 @@ func as(token string) context.Context {
 	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 }
 
-func workspaceServer(t *testing.T, approver bool) *testServer {
+func workspaceServer(t *testing.T, approver bool) *grpcapitest.Server {
 	t.Helper()
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("w"), "agents/data.json": workspaceAgents})
-	return startServer(t, serverOpts{bundles: []string{dir}, approver: approver,
-		bind: &Workspaces{Tokens: map[string]string{acmeToken: "acme", globexToken: "globex"}}})
+	return startServer(t, grpcapitest.Options{Bundles: []string{dir}, Approver: approver, API: grpcapi.Config{Workspaces: &grpcapi.Workspaces{Tokens: map[string]string{acmeToken: "acme", globexToken: "globex"}}}})
 }
 
 func mustDecide(t *testing.T, c pb.DecisionServiceClient, ctx context.Context, req *pb.DecideRequest, want pb.Decision) *pb.DecideResponse {
@@ -47,24 +48,24 @@ func mustDecide(t *testing.T, c pb.DecisionServiceClient, ctx context.Context, r
 func TestWorkspacesScopeConfirmListPendingEndSession(t *testing.T) {
 	ts := workspaceServer(t, false)
 	acme, globex := as(acmeToken), as(globexToken)
-	ask := mustDecide(t, ts.client, acme, &pb.DecideRequest{AgentId: "acme-coder", SessionId: "s1", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"})}, pb.Decision_DECISION_ASK)
-	allow := mustDecide(t, ts.client, acme, &pb.DecideRequest{AgentId: "acme-coder", SessionId: "s1", ToolName: "Read"}, pb.Decision_DECISION_ALLOW)
+	ask := mustDecide(t, ts.Client, acme, &pb.DecideRequest{AgentId: "acme-coder", SessionId: "s1", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"})}, pb.Decision_DECISION_ASK)
+	allow := mustDecide(t, ts.Client, acme, &pb.DecideRequest{AgentId: "acme-coder", SessionId: "s1", ToolName: "Read"}, pb.Decision_DECISION_ALLOW)
 	// The shared agent (no workspace) keeps each caller's sessions and asks apart.
-	sharedAsk := mustDecide(t, ts.client, acme, &pb.DecideRequest{AgentId: "shared", SessionId: "s1", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"})}, pb.Decision_DECISION_ASK)
+	sharedAsk := mustDecide(t, ts.Client, acme, &pb.DecideRequest{AgentId: "shared", SessionId: "s1", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"})}, pb.Decision_DECISION_ASK)
 
-	list, err := ts.client.ListPending(globex, &pb.ListPendingRequest{})
+	list, err := ts.Client.ListPending(globex, &pb.ListPendingRequest{})
 	if err != nil || len(list.Asks) != 0 {
 		t.Fatalf("globex's ListPending: %v %v, want nothing of acme's", list, err)
 	}
-	list, err = ts.client.ListPending(acme, &pb.ListPendingRequest{})
+	list, err = ts.Client.ListPending(acme, &pb.ListPendingRequest{})
 	if err != nil || len(list.Asks) != 2 {
 		t.Fatalf("acme's ListPending: %v %v, want its 2 asks", list, err)
 	}
 
 	never := "0190aaaa-0000-7000-8000-000000000000"
-	_, neverErr := ts.client.Confirm(globex, &pb.ConfirmRequest{DecisionId: never, Result: "allow"})
+	_, neverErr := ts.Client.Confirm(globex, &pb.ConfirmRequest{DecisionId: never, Result: "allow"})
 	for what, id := range map[string]string{"an ask": ask.DecisionId, "an allow": allow.DecisionId, "an ask of the shared agent": sharedAsk.DecisionId} {
-		_, err := ts.client.Confirm(globex, &pb.ConfirmRequest{DecisionId: id, Result: "allow"})
+		_, err := ts.Client.Confirm(globex, &pb.ConfirmRequest{DecisionId: id, Result: "allow"})
 		if status.Code(err) != codes.NotFound {
 			t.Errorf("globex confirming acme's %s: %v, want NOT_FOUND", what, err)
 			continue
@@ -74,17 +75,17 @@ func TestWorkspacesScopeConfirmListPendingEndSession(t *testing.T) {
 		}
 	}
 
-	if r, err := ts.client.EndSession(globex, &pb.EndSessionRequest{AgentId: "acme-coder", SessionId: "s1"}); err != nil || r.Found {
+	if r, err := ts.Client.EndSession(globex, &pb.EndSessionRequest{AgentId: "acme-coder", SessionId: "s1"}); err != nil || r.Found {
 		t.Fatalf("globex ending acme's session: %v %v, want found=false", r, err)
 	}
-	if r, err := ts.client.EndSession(globex, &pb.EndSessionRequest{AgentId: "shared", SessionId: "s1"}); err != nil || r.Found {
+	if r, err := ts.Client.EndSession(globex, &pb.EndSessionRequest{AgentId: "shared", SessionId: "s1"}); err != nil || r.Found {
 		t.Fatalf("globex ending acme's session of the shared agent: %v %v, want found=false", r, err)
 	}
 	// acme's ask survived all of it.
-	if r, err := ts.client.Confirm(acme, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); err != nil || r.Decision != pb.Decision_DECISION_ALLOW {
+	if r, err := ts.Client.Confirm(acme, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); err != nil || r.Decision != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("acme confirming its own ask: %v %v", r, err)
 	}
-	if r, err := ts.client.EndSession(acme, &pb.EndSessionRequest{AgentId: "acme-coder", SessionId: "s1"}); err != nil || !r.Found {
+	if r, err := ts.Client.EndSession(acme, &pb.EndSessionRequest{AgentId: "acme-coder", SessionId: "s1"}); err != nil || !r.Found {
 		t.Fatalf("acme ending its session: %v %v, want found=true", r, err)
 	}
 }
@@ -94,9 +95,9 @@ func TestWorkspacesScopeConfirmListPendingEndSession(t *testing.T) {
 func TestWorkspacesKeepSessionsApart(t *testing.T) {
 	ts := workspaceServer(t, false)
 	for i := 0; i < 5; i++ {
-		mustDecide(t, ts.client, as(globexToken), &pb.DecideRequest{AgentId: "shared", SessionId: "s", ToolName: "mcp__x__y"}, pb.Decision_DECISION_DENY)
+		mustDecide(t, ts.Client, as(globexToken), &pb.DecideRequest{AgentId: "shared", SessionId: "s", ToolName: "mcp__x__y"}, pb.Decision_DECISION_DENY)
 	}
-	r := mustDecide(t, ts.client, as(acmeToken), &pb.DecideRequest{AgentId: "shared", SessionId: "s", ToolName: "mcp__x__y"}, pb.Decision_DECISION_DENY)
+	r := mustDecide(t, ts.Client, as(acmeToken), &pb.DecideRequest{AgentId: "shared", SessionId: "s", ToolName: "mcp__x__y"}, pb.Decision_DECISION_DENY)
 	if r.Halt {
 		t.Fatal("globex's denials halted acme's session")
 	}
@@ -107,30 +108,30 @@ func TestWorkspacesKeepSessionsApart(t *testing.T) {
 func TestConfirmListenSeparatesTheApprover(t *testing.T) {
 	ts := workspaceServer(t, true)
 	acme := as(acmeToken)
-	ask := mustDecide(t, ts.client, acme, &pb.DecideRequest{AgentId: "acme-coder", SessionId: "s", ToolName: "Write"}, pb.Decision_DECISION_ASK)
-	if _, err := ts.client.Confirm(acme, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); status.Code(err) != codes.PermissionDenied {
+	ask := mustDecide(t, ts.Client, acme, &pb.DecideRequest{AgentId: "acme-coder", SessionId: "s", ToolName: "Write"}, pb.Decision_DECISION_ASK)
+	if _, err := ts.Client.Confirm(acme, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("Confirm on the agent's address: %v, want PERMISSION_DENIED", err)
 	}
-	if _, err := ts.client.ListPending(acme, &pb.ListPendingRequest{}); status.Code(err) != codes.PermissionDenied {
+	if _, err := ts.Client.ListPending(acme, &pb.ListPendingRequest{}); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("ListPending on the agent's address: %v, want PERMISSION_DENIED", err)
 	}
 	// Refused before anything about the request is looked at.
-	if _, err := ts.client.Confirm(acme, &pb.ConfirmRequest{}); status.Code(err) != codes.PermissionDenied {
+	if _, err := ts.Client.Confirm(acme, &pb.ConfirmRequest{}); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("an empty Confirm on the agent's address: %v, want PERMISSION_DENIED", err)
 	}
-	list, err := ts.approver.ListPending(acme, &pb.ListPendingRequest{})
+	list, err := ts.Approver.ListPending(acme, &pb.ListPendingRequest{})
 	if err != nil || len(list.Asks) != 1 || list.Asks[0].DecisionId != ask.DecisionId {
 		t.Fatalf("ListPending on the approver's address: %v %v", list, err)
 	}
 	// The approver's address still binds workspaces.
-	if _, err := ts.approver.Confirm(as(globexToken), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); status.Code(err) != codes.NotFound {
+	if _, err := ts.Approver.Confirm(as(globexToken), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("globex on the approver's address: %v, want NOT_FOUND", err)
 	}
-	if r, err := ts.approver.Confirm(acme, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); err != nil || r.Decision != pb.Decision_DECISION_ALLOW {
+	if r, err := ts.Approver.Confirm(acme, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); err != nil || r.Decision != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("Confirm on the approver's address: %v %v", r, err)
 	}
 	// Everything else stays on the agent's address.
-	if _, err := ts.client.EndSession(acme, &pb.EndSessionRequest{AgentId: "acme-coder", SessionId: "s"}); err != nil {
+	if _, err := ts.Client.EndSession(acme, &pb.EndSessionRequest{AgentId: "acme-coder", SessionId: "s"}); err != nil {
 		t.Fatalf("EndSession on the agent's address: %v", err)
 	}
 }

@@ -57,7 +57,11 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 			// A shell tool's execution carries the resolved scopes for a confined run.
 			in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(ctx, policy)))
 		}
-		cmd := analyzeCommand(ctx, t.shell, compiled, names, req.GetArgs())
+		cwd := ""
+		if policy != nil {
+			cwd = policy.Cwd
+		}
+		cmd := analyzeCommand(ctx, t.shell, compiled, names, req.GetArgs(), cwd)
 		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
 	}
 	return in
@@ -297,10 +301,11 @@ func pathTerm(arg, access, raw, resolved string, err error, protected string) *a
 
 // analyzeCommand is what a shell tool's call would run: each of its command
 // arguments (a string is parsed, a list of strings is an argv) analysed by
-// envguard, the agent's command rules matched against every leaf, and what
-// the analysis could not see.
-func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *compiledGuardrails, names []string, args *structpb.Struct) ast.Value {
-	var leaves, unseen, matches []*ast.Term
+// envguard, the agent's command rules matched against every leaf, what
+// the analysis could not see, the protected files it names (resolved
+// against cwd) and its network use.
+func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *compiledGuardrails, names []string, args *structpb.Struct, cwd string) ast.Value {
+	var leaves, unseen, matches, protected, network, netUses []*ast.Term
 	var errs []string
 	found := false
 	for _, name := range names {
@@ -329,11 +334,30 @@ func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *compiledGuardra
 		for _, u := range a.Unseen {
 			unseen = append(unseen, ast.ObjectTerm(item("construct", ast.String(u.Construct)), item("text", ast.String(u.Text))))
 		}
+		for _, p := range cr.rules.Protected(ctx, a, cwd) {
+			protected = append(protected, ast.ObjectTerm(
+				item("access", ast.String(p.Access)),
+				item("word", ast.String(p.Word)),
+				item("name", ast.String(p.Name)),
+				item("what", ast.String(p.What)),
+				item("text", ast.String(p.Text)),
+				item("certain", ast.Boolean(p.Certain)),
+			))
+		}
+		for _, n := range a.Network {
+			network = append(network, ast.StringTerm(n))
+		}
+		for _, argv := range t.NetworkUses(a) {
+			netUses = append(netUses, ast.NewTerm(stringArray(argv)))
+		}
 	}
 	return ast.NewObject(
 		item("leaves", ast.NewArray(leaves...)),
 		item("matches", ast.NewArray(matches...)),
 		item("unseen", ast.NewArray(unseen...)),
+		item("protected", ast.NewArray(protected...)),
+		item("network", ast.NewArray(network...)),
+		item("network_uses", ast.NewArray(netUses...)),
 		item("error", ast.String(strings.Join(errs, "; "))),
 		item("missing", ast.Boolean(!found)),
 		item("guarded", ast.Boolean(cr.guarded)),

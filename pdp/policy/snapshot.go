@@ -368,12 +368,16 @@ func (s *Snapshot) compileGuardrails(v any, packages bool) (*compiledGuardrails,
 	if err := json.Unmarshal(raw, &g); err != nil {
 		return nil, fmt.Errorf("deny_commands, ask_commands and protected_paths must be lists of strings: %w", err)
 	}
-	rules := s.tables.shell.CompileRules(g.Deny, g.Ask)
+	rules, err := s.tables.shell.CompileRules(g.Deny, g.Ask)
+	if err != nil {
+		return nil, err
+	}
+	protected, reads := protectednames.New(g.Protected), protectednames.New(g.ProtectedReads)
 	return &compiledGuardrails{
-		rules:          rules,
+		rules:          rules.Protect(protected, reads),
 		guarded:        packages || !rules.Empty(),
-		protected:      protectednames.New(g.Protected),
-		protectedReads: protectednames.New(g.ProtectedReads),
+		protected:      protected,
+		protectedReads: reads,
 	}, nil
 }
 

@@ -88,6 +88,37 @@ reasons contains reason("protected_paths", "deny", sprintf("searching %q is deni
 	g.protected != ""
 }
 
+# Protected names through the shell: a redirect target, a writing
+# program's operand or a cd that names (or, for a write, could expand to)
+# a protected path, and any argument naming a protected_paths entry, are
+# judged by the same comparison as the file tools' paths (in Go).
+reasons contains reason("protected_paths", "ask", sprintf("%s %q reaches %q, a protected path (version control, agent configuration or a protected_paths entry): a person must confirm it", [p.what, text.clip(p.word), p.name])) if {
+	some p in input.command.protected
+	p.name != ""
+}
+
+reasons contains reason("protected_paths", "ask", sprintf("%s %q, a name known only at run time, could reach a protected path (version control, agent configuration or a protected_paths entry): a person must confirm it", [p.what, text.clip(p.word)])) if {
+	some p in input.command.protected
+	p.name == ""
+}
+
+# network_forbidden: the call site's or the agent's execution policy, or
+# a guardrail (which only tightens), says shell tools may not use the
+# network.
+network_forbidden if input.policy.network == "none"
+
+network_forbidden if input.guardrails.network == "none"
+
+reasons contains reason("network", "deny", sprintf("the command opens a network connection (%s) and network use is forbidden here (network: none)", [text.clip(n)])) if {
+	network_forbidden
+	some n in input.command.network
+}
+
+reasons contains reason("network", "ask", sprintf("command %q uses the network, which is forbidden here (network: none): a person must confirm it", [text.clip(concat(" ", argv))])) if {
+	network_forbidden
+	some argv in input.command.network_uses
+}
+
 # Security teams' own guardrail packages, at any depth under
 # data.guardrails: each rule deny, violation or ask they define, with its
 # value (data.toolpdp.owned_guardrails.rules, which toolpdp generates from

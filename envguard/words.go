@@ -1,0 +1,149 @@
+package envguard
+
+import (
+	"strings"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// word is one shell word: its text with quotes removed when it is a plain
+// literal, else as written, and what it could become at run time.
+type word struct {
+	text string
+	kind wordKind
+	// pattern is, for a glob or brace word, a regular expression matching
+	// every string it could expand to (compiled when a rule needs it).
+	pattern string
+	// home: an opaque word only because it starts with ~ (a path under a
+	// home directory), not a substitution.
+	home bool
+	// values are what an opaque word of literals and plain variables
+	// expands to, when the script assigns those variables only literal
+	// values (f=.env; cat $f); nil when it is not known.
+	values []string
+}
+
+type wordKind uint8
+
+const (
+	literal wordKind = iota // exactly this text
+	pattern                 // a glob or brace expansion: one or more strings matching pattern
+	opaque                  // a parameter, command or arithmetic substitution, ~: anything, any number of words
+)
+
+func wordOf(src string, w *syntax.Word) word {
+	if w == nil {
+		return word{kind: opaque}
+	}
+	out := word{text: source(src, w)}
+	dynamic := false
+	syntax.Walk(w, func(n syntax.Node) bool {
+		switch n.(type) {
+		case *syntax.ParamExp, *syntax.CmdSubst, *syntax.ArithmExp, *syntax.ProcSubst, *syntax.ExtGlob:
+			dynamic = true
+		}
+		return !dynamic
+	})
+	if dynamic || tilde(w) {
+		out.kind, out.home = opaque, !dynamic
+		return out
+	}
+	if re, ok := globPattern(w); ok {
+		out.kind, out.pattern = pattern, re
+		return out
+	}
+	// Fields does bash's quote and backslash removal (c\url is curl).
+	// A fresh, empty Config: it neither globs nor reads the environment.
+	// Not nil: mvdan.cc/sh v3.14.1 gives every nil-config caller one
+	// shared global Config and mutates it, a data race under load.
+	if f, err := expand.Fields(&expand.Config{}, w); err == nil && len(f) == 1 {
+		out.text, out.kind = f[0], literal
+		return out
+	}
+	out.kind = opaque
+	return out
+}
+
+// word is wordOf with, for an opaque word, the values it takes when its
+// variables are known.
+func (a *analyzer) word(src string, w *syntax.Word) word {
+	out := wordOf(src, w)
+	if out.kind == opaque && w != nil && a.sc != nil {
+		out.values = a.sc.expand(w.Parts, 16)
+	}
+	return out
+}
+
+// expand lists what parts expand to when they are literals and plain
+// parameters ($f, ${f}, "$f") of variables assigned only literal values;
+// nil when one is anything else, or past max alternatives.
+func (sc *scope) expand(parts []syntax.WordPart, max int) []string {
+	out := []string{""}
+	add := func(alts []string) bool {
+		var next []string
+		for _, o := range out {
+			for _, s := range alts {
+				next = append(next, o+s)
+			}
+		}
+		out = next
+		return len(out) <= max
+	}
+	for _, p := range parts {
+		var alts []string
+		switch p := p.(type) {
+		case *syntax.Lit:
+			if strings.ContainsAny(p.Value, "*?[\\") {
+				return nil
+			}
+			alts = []string{p.Value}
+		case *syntax.SglQuoted:
+			if p.Dollar {
+				return nil
+			}
+			alts = []string{p.Value}
+		case *syntax.DblQuoted:
+			inner := sc.expand(p.Parts, max)
+			if inner == nil {
+				return nil
+			}
+			alts = inner
+		case *syntax.ParamExp:
+			if p.Param == nil || p.Excl || p.Length || p.Index != nil || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Names != 0 {
+				return nil
+			}
+			if d, ok := sc.vars[p.Param.Value]; !ok || d || len(sc.values[p.Param.Value]) == 0 {
+				return nil
+			}
+			alts = sc.values[p.Param.Value]
+		default:
+			return nil
+		}
+		if !add(alts) {
+			return nil
+		}
+	}
+	return out
+}
+
+// tilde reports a word starting with an unquoted ~ (a home directory).
+func tilde(w *syntax.Word) bool {
+	if len(w.Parts) == 0 {
+		return false
+	}
+	lit, ok := w.Parts[0].(*syntax.Lit)
+	return ok && strings.HasPrefix(lit.Value, "~")
+}
+
+// source is a node's text as written.
+func source(src string, n syntax.Node) string {
+	if src == "" || n == nil {
+		return ""
+	}
+	start, end := int(n.Pos().Offset()), int(n.End().Offset())
+	if start < 0 || end > len(src) || start > end {
+		return ""
+	}
+	return src[start:end]
+}
