@@ -90,7 +90,10 @@ func toolOf(req *pb.DecideRequest) string {
 	return fmt.Sprintf("the tool %q", req.GetToolName())
 }
 
-// Confirm records a person's answer to an ask.
+// Confirm records a person's answer to an ask. The response's Decision is
+// what the call may do: a person's allow comes back DECISION_DENY (with
+// Message saying why) when the policy in force now denies the call; go by
+// it, never by what the person answered.
 func (c *Client) Confirm(ctx context.Context, decisionID string, allow bool, denyMessage string) (*pb.ConfirmResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()

@@ -26,14 +26,17 @@ func (e *Engine) AwaitDecision(ctx context.Context, ws string, req *pb.AwaitDeci
 	if req.GetWaitSeconds() < 0 {
 		return nil, errorf(InvalidArgument, "wait_seconds: %d is negative", req.GetWaitSeconds())
 	}
-	id, err := e.callID(ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
+	id, err := e.callID(ctx, ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
 	wait := min(time.Duration(req.GetWaitSeconds())*time.Second, MaxWait)
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	c, found := e.pending.Wait(ctx, id, ws, e.cfg.Now)
+	c, found, err := e.state.store.Wait(ctx, id, ws, e.cfg.Now)
+	if e.state.result("wait", err) != nil {
+		return nil, storeError(err)
+	}
 	switch {
 	case found == session.NotFound:
 		return nil, notFoundError(id)
@@ -98,11 +101,11 @@ const MaxPageBytes = 3 << 20
 
 // ShowPending is a page of workspace ws's pending asks as a person is
 // shown them (ShowAsk), and the token of the next page.
-func (e *Engine) ShowPending(ws string, req *pb.ListPendingRequest) ([]*pb.PendingAsk, string, error) {
+func (e *Engine) ShowPending(ctx context.Context, ws string, req *pb.ListPendingRequest) ([]*pb.PendingAsk, string, error) {
 	if req.GetMaxArgumentBytes() < 0 {
 		return nil, "", errorf(InvalidArgument, "max_argument_bytes: %d is negative", req.GetMaxArgumentBytes())
 	}
-	calls, next, err := e.ListPending(ws, req.GetAgentId(), req.GetPageSize(), req.GetPageToken())
+	calls, next, err := e.ListPending(ctx, ws, req.GetAgentId(), req.GetPageSize(), req.GetPageToken())
 	if err != nil {
 		return nil, "", err
 	}
@@ -120,16 +123,20 @@ func (e *Engine) ShowPending(ws string, req *pb.ListPendingRequest) ([]*pb.Pendi
 }
 
 // RecentDecisions is up to limit of the decisions of workspace ws's
-// session, newest first.
+// session, newest first, as far as the state store can list them (a
+// process's own stores can; a shared one does not).
 func (e *Engine) RecentDecisions(ws, agentID, sessionID string, limit int) []session.Call {
-	if sessionID == "" {
+	lister, ok := e.state.store.(interface {
+		Recent(workspace, agentID, sessionID string, limit int) []session.Call
+	})
+	if sessionID == "" || !ok {
 		return nil
 	}
-	return e.pending.Recent(ws, agentID, sessionID, limit)
+	return lister.Recent(ws, agentID, sessionID, limit)
 }
 
 // Ask is workspace ws's decision id as it stands (a copy), if held.
-func (e *Engine) Ask(ws, id string) (session.Call, bool) {
-	c, found := e.pending.Get(id, ws, e.cfg.Now())
-	return c, found == session.Found
+func (e *Engine) Ask(ctx context.Context, ws, id string) (session.Call, bool) {
+	c, found, err := e.state.store.Get(ctx, id, ws, e.cfg.Now())
+	return c, err == nil && found == session.Found
 }

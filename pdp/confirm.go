@@ -50,12 +50,15 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 	default:
 		return nil, errorf(InvalidArgument, "result: %q is not \"allow\" or \"deny\"", req.GetResult())
 	}
-	id, err := e.callID(ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
+	id, err := e.callID(ctx, ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
 	now := e.cfg.Now()
-	ask, found := e.pending.Get(id, ws, now)
+	ask, found, err := e.state.store.Get(ctx, id, ws, now)
+	if e.state.result("get", err) != nil {
+		return nil, storeError(err)
+	}
 	if err := askState(id, ask, found); err != nil {
 		return nil, err
 	}
@@ -63,34 +66,38 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 	if answer == pb.Decision_DECISION_ALLOW {
 		final = e.redecide(ctx, &ask, now)
 	}
-	var halt bool
-	var answeredCall session.Call
-	got, found, answered := e.pending.Answer(id, ws, func(c *session.Call) {
+	got, found, answered, err := e.state.store.Answer(ctx, id, ws, func(c *session.Call) {
 		c.Answer, c.AnsweredBy = final.Decision, by
 		if final.Decision == pb.Decision_DECISION_DENY {
 			c.AnswerMessage = final.Message
 		} else if final.Execution != nil {
 			c.Execution, _ = proto.Marshal(final.Execution)
 		}
-		halt = e.sessions.Record(c.Workspace, c.AgentID, c.SessionID, policy.EffectName(c.Answer), c.MaxDenials, now)
-		c.Halt = halt
-		answeredCall = *c
 	}, now)
+	if e.state.result("answer", err) != nil {
+		return nil, storeError(err)
+	}
 	if !answered { // answered by someone else between Get and Answer
 		if err := askState(id, derefCall(got), found); err != nil {
 			return nil, err
 		}
 	}
-	c := &answeredCall
+	halt := got.Halt
 	remembered := false
-	if final.Decision == pb.Decision_DECISION_ALLOW && req.GetRemember() && c.SessionID != "" && c.Remember != (session.RememberKey{}) {
-		e.sessions.Remember(c.Workspace, c.AgentID, c.SessionID, c.Remember, c.Generation, now.Add(e.cfg.RememberTTL), now)
-		remembered = true
+	if final.Decision == pb.Decision_DECISION_ALLOW && req.GetRemember() && got.SessionID != "" && got.Remember != (session.RememberKey{}) {
+		err := e.state.store.Remember(ctx, got.Key(), got.Remember, got.Epoch, now.Add(e.cfg.RememberTTL), now)
+		if remembered = e.state.result("remember", err) == nil; !remembered {
+			e.log.Error("the state store failed; the approval is not remembered", "decision_id", got.DecisionID, "error", err.Error())
+		}
 	}
-	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Confirmation, At: now, Confirm: req, Call: logCall(c), Halt: halt, Remembered: remembered,
+	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Confirmation, At: now, Confirm: req, Call: logCall(got), Halt: halt, Remembered: remembered,
 		AnsweredBy: by, Outcome: policy.EffectName(final.Decision), Overruled: overruled(answer, final)})
-	e.tell(AskEvent{Answered: true, Call: answeredCall})
-	return &pb.ConfirmResponse{Decision: final.Decision, Halt: halt}, nil
+	e.tell(AskEvent{Answered: true, Call: *got})
+	resp := &pb.ConfirmResponse{Decision: final.Decision, Halt: halt}
+	if final.Decision != pb.Decision_DECISION_ALLOW {
+		resp.Message = final.Message
+	}
+	return resp, nil
 }
 
 // MaxDenyMessageBytes bounds a person's deny_message: it reaches the model.
@@ -142,9 +149,10 @@ func (e *Engine) redecide(ctx context.Context, ask *session.Call, now time.Time)
 		return policy.Deny(&pb.DecideResponse{}, "policy", "no_policy", "no policy is loaded: a person's allow cannot stand")
 	}
 	current := a.snap.Agent(ask.AgentID)
-	agent, lost := e.sessions.Pin(ask.Workspace, ask.AgentID, ask.SessionID, current, now)
-	if lost {
-		return policy.Deny(&pb.DecideResponse{}, "session", "session_evicted", "this session's state was released, so a person's allow cannot stand: start a new session")
+	agent, refused := e.pin(ctx, a, ask.Key(), current)
+	if refused != nil {
+		refused.Message = "a person's allow cannot stand: " + refused.Message
+		return refused
 	}
 	now2 := e.evaluate(ctx, a, ask.AgentID, agent, current, &req)
 	if now2.Decision != pb.Decision_DECISION_DENY {
@@ -177,18 +185,22 @@ func overruled(answer pb.Decision, final *pb.DecideResponse) string {
 // count, a success resets it. Checked like Confirm: shape, then
 // id (NOT_FOUND), then state (FAILED_PRECONDITION: not allowed, or
 // reported before).
-func (e *Engine) ReportResult(ws string, req *pb.ReportResultRequest) (*pb.ReportResultResponse, error) {
+func (e *Engine) ReportResult(ctx context.Context, ws string, req *pb.ReportResultRequest) (*pb.ReportResultResponse, error) {
 	if !req.GetIsError() && req.GetError() != "" {
 		return nil, errorf(InvalidArgument, "error: only valid with is_error true")
 	}
 	if len(req.GetError()) > MaxReportErrorBytes {
 		return nil, errorf(InvalidArgument, "error: %d bytes, more than the limit of %d", len(req.GetError()), MaxReportErrorBytes)
 	}
-	id, err := e.callID(ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
+	id, err := e.callID(ctx, ws, req.GetDecisionId(), req.GetCallId(), req.GetAgentId(), req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	call, found, marked := e.pending.Report(id, ws)
+	now := e.cfg.Now()
+	call, found, marked, halt, err := e.state.store.Report(ctx, id, ws, req.GetIsError(), now)
+	if e.state.result("report", err) != nil {
+		return nil, storeError(err)
+	}
 	if found == session.Expired {
 		return nil, errorf(FailedPrecondition, "decision_id: %q was an ask nobody answered before it expired; only an allowed call has a result to report", id)
 	}
@@ -207,15 +219,13 @@ func (e *Engine) ReportResult(ws string, req *pb.ReportResultRequest) (*pb.Repor
 	case !marked:
 		return nil, errorf(FailedPrecondition, "decision_id: %q was reported before; a call ends once", id)
 	}
-	now := e.cfg.Now()
-	halt := e.sessions.Report(call.Workspace, call.AgentID, call.SessionID, req.GetIsError(), call.MaxDenials, now)
 	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Result, At: now, Report: req, Call: logCall(call), Halt: halt})
 	return &pb.ReportResultResponse{Halt: halt}, nil
 }
 
 // callID is the decision a Confirm or ReportResult names: by decision_id,
 // or by the agent's call_id with the agent and session of its Decide.
-func (e *Engine) callID(ws, decisionID, callID, agentID, sessionID string) (string, error) {
+func (e *Engine) callID(ctx context.Context, ws, decisionID, callID, agentID, sessionID string) (string, error) {
 	switch {
 	case decisionID != "" && callID != "":
 		return "", errorf(InvalidArgument, "decision_id, call_id: give one, not both")
@@ -225,7 +235,10 @@ func (e *Engine) callID(ws, decisionID, callID, agentID, sessionID string) (stri
 		return "", errorf(InvalidArgument, "decision_id: required (or call_id with agent_id and session_id)")
 	}
 	agentID = policy.AgentID(agentID)
-	id, ambiguous := e.pending.ByCallID(ws, agentID, sessionID, callID)
+	id, ambiguous, err := e.state.store.ByCallID(ctx, ws, agentID, sessionID, callID)
+	if e.state.result("call_id", err) != nil {
+		return "", storeError(err)
+	}
 	if ambiguous {
 		where := fmt.Sprintf("in session %q", sessionID)
 		if sessionID == "" {
@@ -260,7 +273,7 @@ const (
 // answered yet, oldest first, and the token of the next page ("" on the
 // last). A page size of 0 is DefaultPageSize; a larger one than MaxPageSize
 // is MaxPageSize.
-func (e *Engine) ListPending(ws, agentID string, pageSize int32, pageToken string) ([]session.Call, string, error) {
+func (e *Engine) ListPending(ctx context.Context, ws, agentID string, pageSize int32, pageToken string) ([]session.Call, string, error) {
 	if pageSize < 0 {
 		return nil, "", errorf(InvalidArgument, "page_size: %d is negative", pageSize)
 	}
@@ -275,7 +288,10 @@ func (e *Engine) ListPending(ws, agentID string, pageSize int32, pageToken strin
 	if err != nil {
 		return nil, "", errorf(InvalidArgument, "page_token: %v", err)
 	}
-	asks, next := e.pending.Page(ws, agentID, after, size, e.cfg.Now())
+	asks, next, err := e.state.store.Page(ctx, ws, agentID, after, size, e.cfg.Now())
+	if e.state.result("page", err) != nil {
+		return nil, "", storeError(err)
+	}
 	return asks, encodePageToken(next), nil
 }
 

@@ -49,10 +49,10 @@ func TestConfirmAndReportRefusals(t *testing.T) {
 	if _, err := e.Confirm(context.Background(), "acme", "test", &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); codeOf(err) != FailedPrecondition {
 		t.Errorf("answered twice: %v", err)
 	}
-	if _, err := e.ReportResult("acme", &pb.ReportResultRequest{DecisionId: deny.DecisionId}); codeOf(err) != FailedPrecondition {
+	if _, err := e.ReportResult(context.Background(), "acme", &pb.ReportResultRequest{DecisionId: deny.DecisionId}); codeOf(err) != FailedPrecondition {
 		t.Errorf("report of a deny: %v", err)
 	}
-	if _, err := e.ReportResult("acme", &pb.ReportResultRequest{DecisionId: ask.DecisionId, IsError: true}); err != nil {
+	if _, err := e.ReportResult(context.Background(), "acme", &pb.ReportResultRequest{DecisionId: ask.DecisionId, IsError: true}); err != nil {
 		t.Errorf("report of an approved ask: %v", err)
 	}
 }

@@ -56,13 +56,18 @@ type Config struct {
 	EvalTimeout time.Duration         // bound on building one input and evaluating it (with the request's deadline)
 	TestTimeout time.Duration         // bound on a bundle's own _test.rego run at each load
 
-	MaxSessions     int
-	SessionIdle     time.Duration
-	MaxSessionBytes int64
-	MaxPending      int
-	PendingTTL      time.Duration
-	MaxPendingBytes int64
-	RememberTTL     time.Duration
+	// Store holds session state; nil: an in-memory store with the bounds
+	// below. Given a store, the bounds are the store's own.
+	Store session.Store
+
+	MaxSessions         int
+	MaxSessionsPerAgent int // 0: half of MaxSessions
+	SessionIdle         time.Duration
+	MaxSessionBytes     int64
+	MaxPending          int
+	PendingTTL          time.Duration
+	MaxPendingBytes     int64
+	RememberTTL         time.Duration
 
 	DecisionLog *decisionlog.Log // nil: decisions are not logged
 
@@ -78,17 +83,15 @@ type Config struct {
 // Engine is one decision point: the policy in force, the session state,
 // and the decision log. It pins, evaluates, records and logs each call.
 type Engine struct {
-	current  atomic.Pointer[active]
-	sources  *bundles.Sources
-	sessions *session.Sessions[policy.Agent]
-	pending  *session.Pending
-	dlog     *decisionlog.Log
-	log      *slog.Logger
-	cfg      Config
-	gens     atomic.Uint64 // snapshot generations: remembered approvals end with theirs
-	metrics  *metrics
-	memo     *prometheus.CounterVec // decision cache lookups by result
-	asks     askListeners
+	current atomic.Pointer[active]
+	sources *bundles.Sources
+	state   *state
+	dlog    *decisionlog.Log
+	log     *slog.Logger
+	cfg     Config
+	metrics *metrics
+	memo    *prometheus.CounterVec // decision cache lookups by result
+	asks    askListeners
 
 	mu       sync.Mutex // serialises loads; guards the fields below
 	lastErr  error
@@ -99,11 +102,11 @@ type Engine struct {
 // active is the snapshot in force with what the engine keeps beside it,
 // worked out once per swap.
 type active struct {
-	snap       *policy.Snapshot
-	generation uint64 // one per swap, whether or not the revision changed
-	bundles    []decisionlog.Bundle
-	logPolicy  decisionlog.BundlePolicy // nil: the bundle has none
-	memo       *policy.Memo             // nil: decisions are not memoized
+	snap      *policy.Snapshot
+	epoch     string // one per swap, whether or not the revision changed; kept across a restart for unchanged content
+	bundles   []decisionlog.Bundle
+	logPolicy decisionlog.BundlePolicy // nil: the bundle has none
+	memo      *policy.Memo             // nil: decisions are not memoized
 }
 
 // New builds an engine with no policy: it denies until a load succeeds.
@@ -112,21 +115,18 @@ func New(c Config) (*Engine, error) {
 	e := &Engine{
 		sources: &bundles.Sources{Paths: c.Bundles, Verify: c.Verify, Remote: c.Remote,
 			Limits: c.BundleLimits, DownloadTimeout: c.DownloadTimeout},
-		sessions: session.NewSessions[policy.Agent](c.MaxSessions, c.SessionIdle),
-		pending:  session.NewPending(c.MaxPending, c.PendingTTL),
-		dlog:     c.DecisionLog,
-		log:      c.Logger,
-		cfg:      c,
-		metrics:  newMetrics(),
+		state:   newState(c.Store),
+		dlog:    c.DecisionLog,
+		log:     c.Logger,
+		cfg:     c,
+		metrics: newMetrics(),
 		memo: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolpdp_decision_cache_lookups_total",
 			Help: "Decisions looked up in the per-snapshot decision cache, by result: hit or miss. Uncacheable calls and policies are not counted.",
 		}, []string{"result"}),
 	}
-	e.sessions.SetMaxBytes(c.MaxSessionBytes)
-	e.pending.SetMaxBytes(c.MaxPendingBytes)
-	cs := append(append(append(e.metrics.collectors(), e.memo), e.sessions.Collectors()...), e.sources.Collectors()...)
-	for _, m := range append(cs, e.pending.Collectors()...) {
+	cs := append(append(e.metrics.collectors(), e.memo), e.sources.Collectors()...)
+	for _, m := range append(cs, e.state.collectors()...) {
 		if err := c.Registerer.Register(m); err != nil {
 			return nil, err
 		}
@@ -159,6 +159,9 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.MaxPendingBytes, DefaultMaxPendingBytes)
 	if c.DecisionCache == 0 {
 		c.DecisionCache = DefaultDecisionCache
+	}
+	if c.Store == nil {
+		c.Store = session.NewMemory(c.Bounds())
 	}
 	return c
 }
@@ -232,7 +235,7 @@ func (e *Engine) sweep(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			e.sessions.Sweep(e.cfg.Now())
+			e.state.store.Sweep(ctx, e.cfg.Now())
 		}
 	}
 }
@@ -258,15 +261,10 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 		e.log.Warn("decision refused: agent of another workspace", "caller_workspace", ws, "agent_id", agentID, "agent_workspace", current.Workspace)
 		return nil, &Error{Code: PermissionDenied, Message: fmt.Sprintf("agent_id: agent '%s' belongs to another workspace than this caller's (%s)", agentID, ws)}
 	}
-	agent, lost := e.sessions.Pin(ws, agentID, req.GetSessionId(), current, now)
+	key := session.Key{Workspace: ws, Agent: agentID, Session: req.GetSessionId()}
 	evalStart := time.Now()
-	var resp *pb.DecideResponse
-	if lost {
-		// Its pin and counts were released under load: starting afresh
-		// would shed a halt or a stricter definition. Fail closed.
-		resp = policy.Deny(&pb.DecideResponse{PolicyRevision: a.snap.Revision}, "session", "session_evicted",
-			"this session's state was released because more sessions were open than the server holds (--max-sessions, --max-session-bytes): start a new session")
-	} else {
+	agent, resp := e.pin(ctx, a, key, current)
+	if resp == nil {
 		resp = e.evaluate(ctx, a, agentID, agent, current, req)
 	}
 	took := time.Since(evalStart)
@@ -274,14 +272,28 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	resp.DecisionId = NewDecisionID()
 	max := agent.Denials()
 	call := &session.Call{Workspace: ws, DecisionID: resp.DecisionId, CallID: req.GetCallId(), AgentID: agentID, SessionID: req.GetSessionId(),
-		ToolName: req.GetToolName(), Created: now, MaxDenials: max, Generation: a.generation}
+		ToolName: req.GetToolName(), Created: now, MaxDenials: max, Epoch: a.epoch}
 	if req.GetCallId() != "" {
 		call.Signature = session.CallSignature(req)
 	}
 	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" {
 		e.rememberedApproval(ctx, a.snap, call, req, resp, now)
 	}
-	if resp.Halt = e.sessions.Record(ws, agentID, req.GetSessionId(), policy.EffectName(resp.Decision), max, now); resp.Halt {
+	call.Decision, call.Message = resp.Decision, resp.Message
+	if resp.Decision == pb.Decision_DECISION_ASK {
+		// What the person is shown and what Confirm decides again.
+		call.Request, _ = proto.Marshal(req)
+		call.Response, _ = proto.Marshal(resp)
+	}
+	ev := AskEvent{Call: *call} // before the store shares it
+	halt, err := e.state.store.Decided(ctx, call, now)
+	if e.state.result("decided", err) != nil && (key.Session != "" || resp.Decision == pb.Decision_DECISION_ASK) {
+		// The count was not kept, or nobody could answer the ask: fail closed.
+		resp.Reasons, resp.Message, resp.Execution = nil, "", nil
+		unavailable(resp, err)
+		e.log.Error("the state store failed; the call is denied", "agent_id", agentID, "error", err.Error())
+	}
+	if resp.Halt = halt; resp.Halt {
 		halt := fmt.Sprintf("%d consecutive failures (denials and reported errors) in this session: stop and ask the user how to proceed", max)
 		resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: "session", Rule: "max_consecutive_denials", Effect: pb.Decision_DECISION_DENY, Message: halt})
 		resp.Message = policy.JoinMessages(resp.Message, halt) // the model reads the top-level message, not the reasons
@@ -296,15 +308,7 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 		e.dlog.Record(entry)
 	}
 	e.metrics.decided(resp, took)
-	call.Decision, call.Message = resp.Decision, resp.Message
 	if resp.Decision == pb.Decision_DECISION_ASK {
-		// What the person is shown and what Confirm decides again.
-		call.Request, _ = proto.Marshal(req)
-		call.Response, _ = proto.Marshal(resp)
-	}
-	ev := AskEvent{Call: *call} // before the store shares it
-	e.pending.Add(call)
-	if ev.Call.Decision == pb.Decision_DECISION_ASK {
 		e.tell(ev)
 	}
 	return resp, nil
@@ -348,6 +352,40 @@ func (e *Engine) evaluate(ctx context.Context, a *active, agentID string, agent,
 	return resp
 }
 
+// pin is the definition session key decides with, or the deny of a call
+// whose session cannot be had: the store is unreachable, the session was
+// released at a bound (starting afresh would shed a stricter definition),
+// or it is new and every place is a halted session.
+func (e *Engine) pin(ctx context.Context, a *active, key session.Key, current *policy.Agent) (*policy.Agent, *pb.DecideResponse) {
+	if key.Session == "" {
+		return current, nil
+	}
+	deny := func(rule, msg string) *pb.DecideResponse {
+		return policy.Deny(&pb.DecideResponse{PolicyRevision: a.snap.Revision}, "session", rule, msg)
+	}
+	p, err := pinOf(current)
+	if err != nil {
+		return nil, deny("state_unavailable", "the agent's definition cannot be pinned: "+clipError(err))
+	}
+	begun, err := e.state.store.Begin(ctx, key, p, e.cfg.Now())
+	if e.state.result("begin", err) != nil {
+		e.log.Error("the state store failed; the call is denied", "agent_id", key.Agent, "error", err.Error())
+		return nil, unavailable(&pb.DecideResponse{PolicyRevision: a.snap.Revision}, err)
+	}
+	switch {
+	case begun.Refused:
+		return nil, deny("session_refused", "no new session can start: every session the server holds for this agent (--max-sessions-per-agent) or in all (--max-sessions, --max-session-bytes) is halted; end one with EndSession or wait for the idle timeout")
+	case begun.Lost:
+		return nil, deny("session_evicted", "this session's state was released because more sessions were open than the server holds (--max-sessions, --max-sessions-per-agent, --max-session-bytes): start a new session")
+	}
+	agent, err := e.state.resolve(ctx, begun.Pin, current)
+	if err != nil {
+		e.log.Error("a pinned definition cannot be read; the call is denied", "agent_id", key.Agent, "error", err.Error())
+		return nil, unavailable(&pb.DecideResponse{PolicyRevision: a.snap.Revision}, err)
+	}
+	return agent, nil
+}
+
 // rememberedApproval turns an ask into an allow when a person approved
 // exactly this call earlier in the session under this very policy (Confirm
 // with remember); otherwise it notes the key the ask would be remembered by.
@@ -362,7 +400,8 @@ func (e *Engine) rememberedApproval(ctx context.Context, snap *policy.Snapshot, 
 		return
 	}
 	call.Remember = key
-	if !e.sessions.Remembered(call.Workspace, call.AgentID, call.SessionID, key, call.Generation, now) {
+	held, err := e.state.store.Remembered(ctx, call.Key(), key, call.Epoch, now)
+	if e.state.result("remembered", err) != nil || !held {
 		return
 	}
 	resp.Decision, resp.Message = pb.Decision_DECISION_ALLOW, ""
@@ -381,8 +420,16 @@ func NewDecisionID() string {
 
 // EndSession releases a session's pin and counters. Another workspace's
 // session is not found.
-func (e *Engine) EndSession(ws, agentID, sessionID string) bool {
-	agentID = policy.AgentID(agentID)
-	e.pending.DropSession(ws, agentID, sessionID)
-	return e.sessions.End(ws, agentID, sessionID)
+func (e *Engine) EndSession(ctx context.Context, ws, agentID, sessionID string) (bool, error) {
+	found, err := e.state.store.End(ctx, session.Key{Workspace: ws, Agent: policy.AgentID(agentID), Session: sessionID})
+	if e.state.result("end", err) != nil {
+		return false, storeError(err)
+	}
+	return found, nil
+}
+
+// Bounds are the session store's bounds the configuration gives.
+func (c Config) Bounds() session.Bounds {
+	return session.Bounds{MaxSessions: c.MaxSessions, MaxSessionsPerAgent: c.MaxSessionsPerAgent, SessionIdle: c.SessionIdle,
+		MaxSessionBytes: c.MaxSessionBytes, MaxPending: c.MaxPending, PendingTTL: c.PendingTTL, MaxPendingBytes: c.MaxPendingBytes}
 }

@@ -12,6 +12,7 @@ const (
 	NotFound                           // the decision it names is unknown, forgotten or another workspace's
 	FailedPrecondition                 // the decision it names is in the wrong state
 	PermissionDenied                   // the caller may not use the agent it names
+	Unavailable                        // the session state store cannot be reached
 )
 
 // Error is a refused Decide, Confirm, ReportResult or ListPending.
@@ -24,4 +25,9 @@ func (e *Error) Error() string { return e.Message }
 
 func errorf(code Code, format string, args ...any) error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// storeError is the refusal of a call the state store failed.
+func storeError(err error) error {
+	return errorf(Unavailable, "the session state store cannot be reached: %s", clipError(err))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/toolpdp/toolpdp/pdp/policy"
+	"github.com/toolpdp/toolpdp/pdp/session"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -33,12 +34,9 @@ func (e *Engine) FilterTools(ctx context.Context, ws string, req *pb.FilterTools
 	if ws != "" && current != nil && current.Workspace != "" && current.Workspace != ws {
 		return nil, &Error{Code: PermissionDenied, Message: fmt.Sprintf("agent_id: agent '%s' belongs to another workspace than this caller's (%s)", agentID, ws)}
 	}
-	agent := current
-	if req.GetSessionId() != "" {
-		var lost bool
-		if agent, lost = e.sessions.Pin(ws, agentID, req.GetSessionId(), current, e.cfg.Now()); lost {
-			return hideAll("this session's state was released because more sessions were open than the server holds: start a new session")
-		}
+	agent, refused := e.pin(ctx, a, session.Key{Workspace: ws, Agent: agentID, Session: req.GetSessionId()}, current)
+	if refused != nil {
+		return hideAll(refused.Message)
 	}
 	if agent != nil && current == nil {
 		return hideAll(fmt.Sprintf("agent '%s' was removed from the policy: every call of its running sessions is denied", agentID))

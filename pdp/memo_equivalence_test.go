@@ -210,8 +210,8 @@ func runCorpusTwins(t *testing.T, file string) float64 {
 		case step.Report != nil:
 			rp := step.Report
 			ids := tw.ids[rp.Step]
-			got, gerr := tw.cached.ReportResult("", &pb.ReportResultRequest{DecisionId: ids[0], IsError: rp.IsError, Error: rp.Error})
-			want, werr := tw.plain.ReportResult("", &pb.ReportResultRequest{DecisionId: ids[1], IsError: rp.IsError, Error: rp.Error})
+			got, gerr := tw.cached.ReportResult(context.Background(), "", &pb.ReportResultRequest{DecisionId: ids[0], IsError: rp.IsError, Error: rp.Error})
+			want, werr := tw.plain.ReportResult(context.Background(), "", &pb.ReportResultRequest{DecisionId: ids[1], IsError: rp.IsError, Error: rp.Error})
 			if (gerr == nil) != (werr == nil) || (gerr != nil && gerr.Error() != strings.ReplaceAll(werr.Error(), ids[1], ids[0])) {
 				t.Errorf("step %d ReportResult: errors differ: %v / %v", i, gerr, werr)
 			} else if gerr == nil {

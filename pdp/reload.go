@@ -43,7 +43,7 @@ func (e *Engine) Reload(ctx context.Context, force bool) error {
 	for _, w := range snap.Warnings {
 		e.log.Warn("bundle warning", "warning", w)
 	}
-	e.swap(snap)
+	e.swap(ctx, snap)
 	e.lastErr, e.lastHash = nil, hash
 	e.metrics.loaded(snap, e.cfg.Now())
 	e.log.Info("policy loaded", "revision", snap.Revision, "bundles", e.sources.Names())
@@ -54,10 +54,18 @@ func (e *Engine) Reload(ctx context.Context, force bool) error {
 }
 
 // swap makes s the snapshot every later request uses. Each swap is a new
-// generation: remembered approvals of the generations before it no longer
-// hold.
-func (e *Engine) swap(s *policy.Snapshot) {
-	a := &active{snap: s, generation: e.gens.Add(1)}
+// epoch: remembered approvals of the epochs before it no longer hold (the
+// store keeps the epoch across a restart only while the content is
+// unchanged).
+func (e *Engine) swap(ctx context.Context, s *policy.Snapshot) {
+	e.state.learn(s)
+	epoch, err := e.state.store.Activate(ctx, s.Digest)
+	if e.state.result("activate", err) != nil {
+		// No approval made before holds under an epoch nobody else has.
+		epoch = "unshared." + NewDecisionID()
+		e.log.Error("the state store failed; remembered approvals start afresh", "error", err.Error())
+	}
+	a := &active{snap: s, epoch: epoch}
 	for _, b := range s.Bundles {
 		a.bundles = append(a.bundles, decisionlog.Bundle{Name: b.Name, Revision: b.Revision})
 	}

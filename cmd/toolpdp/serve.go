@@ -7,10 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi"
 	"github.com/toolpdp/toolpdp/pdp/server"
@@ -37,11 +40,14 @@ func serveFlagSet(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	e, api, dl := &c.Engine, &c.API, &c.DecisionLog
 	fs := newFlagSet("serve", stderr)
 	fs.Var((*listFlag)(&e.Bundles), "bundle", "a bundle: a directory, an opa build .tar.gz, or the http(s):// URL of a bundle server, polled with ETags (repeatable; env: comma-separated); none: the embedded default agent")
-	fs.StringVar(&e.Remote.TokenFile, "bundle-token-file", "", "file holding a bearer token for http(s) bundle servers, re-read at each request (OPA's credentials.bearer.token_path)")
+	fs.StringVar(&e.Remote.TokenFile, "bundle-token-file", "", "file holding a bearer token for http(s) bundle servers, re-read when it changes, sent only to the --bundle URL's own origin (OPA's credentials.bearer.token_path)")
 	fs.StringVar(&e.Remote.TokenScheme, "bundle-token-scheme", "Bearer", "the Authorization scheme of --bundle-token-file")
 	fs.StringVar(&e.Remote.ClientCert, "bundle-client-cert", "", "PEM client certificate for http(s) bundle servers, with --bundle-client-key (OPA's credentials.client_tls)")
 	fs.StringVar(&e.Remote.ClientKey, "bundle-client-key", "", "PEM private key of --bundle-client-cert")
 	fs.StringVar(&e.Remote.CACert, "bundle-ca-cert", "", "PEM CA bundle trusted for http(s) bundle servers' certificates (OPA's tls.ca_cert)")
+	fs.Int64Var(&e.BundleLimits.MaxBytes, "max-bundle-bytes", bundles.DefaultMaxBundleBytes, "bytes all files of one bundle may hold together, files OPA ignores included; a bundle over it is rejected")
+	fs.IntVar(&e.BundleLimits.MaxEntries, "max-bundle-entries", bundles.DefaultMaxBundleEntries, "files and directories one bundle may hold; a bundle over it is rejected")
+	fs.DurationVar(&e.DownloadTimeout, "bundle-download-timeout", bundles.DefaultDownloadTimeout, "bound on one download from a bundle server, headers and body: a server that stalls past it is a failed download")
 	fs.Var((*listFlag)(&c.Listen), "listen", "gRPC address, host:port or unix:///path (repeatable; default "+server.DefaultListen+")")
 	fs.Var((*listFlag)(&c.ConfirmListen), "confirm-listen", "the approver's gRPC address, host:port or unix:///path (repeatable): Confirm and ListPending are served only there, and refused elsewhere with PERMISSION_DENIED; give it a socket the agent's tools cannot reach")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", server.DefaultMetricsListen, "HTTP address for /metrics; empty disables it")
@@ -96,6 +102,11 @@ flag takes a comma-separated list there.`)
 
 // serve: flags → config → run.
 func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) error {
+	// SIGHUP re-reads bundles and credentials, as for many daemons;
+	// unhandled it would end the process. Caught first, before any work.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	c, parseArgs := serveFlags(stderr)
 	if err := parseArgs(args); err != nil {
 		return err
@@ -120,6 +131,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	}
 	defer tracing.shutdown() // after the server has stopped: flushes the last spans
 	c.API.Options = tracing.options
+	c.Reload = hup
 	return server.Run(ctx, c.Config)
 }
 

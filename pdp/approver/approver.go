@@ -6,7 +6,6 @@
 package approver
 
 import (
-	"context"
 	"crypto/subtle"
 	"fmt"
 	"log/slog"
@@ -96,24 +95,17 @@ func (t *Tokens) Overlaps(tokens []string) (string, bool) {
 	return "", false
 }
 
-// Run keeps every token file current until ctx ends.
-func (t *Tokens) Run(ctx context.Context) {
+// Files are the token files, for the server to keep current (and re-read
+// on SIGHUP).
+func (t *Tokens) Files() []*tokenfile.File {
 	if t == nil {
-		return
+		return nil
 	}
+	out := make([]*tokenfile.File, 0, len(t.list))
 	for _, tok := range t.list {
-		go tok.file.Run(ctx, tokenfile.DefaultRefresh)
+		out = append(out, tok.file)
 	}
-}
-
-// Reload re-reads every token file now (SIGHUP).
-func (t *Tokens) Reload() {
-	if t == nil {
-		return
-	}
-	for _, tok := range t.list {
-		tok.file.Reload()
-	}
+	return out
 }
 
 // Bearer is the token of an Authorization header "Bearer TOKEN"; "" for

@@ -22,10 +22,12 @@ import (
 )
 
 // Defaults of Limits. A bundle's files are held in memory while it loads,
-// and its data documents take several times their size once parsed, so the
-// default keeps a load inside the shipped 128 Mi container limit.
+// and a data document takes up to some forty times its size once parsed
+// (1 MiB of small JSON arrays: about 45 MB), so the default keeps a load of
+// the worst shape, beside the policy that serves, inside the shipped 128 Mi
+// container limit. Agent definitions and guardrails take a few KiB.
 const (
-	DefaultMaxBundleBytes   = 16 << 20
+	DefaultMaxBundleBytes   = 1 << 20
 	DefaultMaxBundleEntries = 10000
 )
 

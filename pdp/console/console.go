@@ -10,6 +10,7 @@
 package console
 
 import (
+	"context"
 	"crypto/rand"
 	"embed"
 	"encoding/hex"
@@ -223,7 +224,7 @@ type recent struct {
 func (s *Console) show(a *pb.PendingAsk, ws string) shown {
 	raw, _ := askJSON.Marshal(a)
 	out := shown{Ask: raw, Recent: []recent{}}
-	c, ok := s.cfg.Engine.Ask(ws, a.DecisionId)
+	c, ok := s.cfg.Engine.Ask(context.Background(), ws, a.DecisionId)
 	if !ok {
 		return out
 	}
@@ -248,7 +249,7 @@ func (s *Console) show(a *pb.PendingAsk, ws string) shown {
 func (s *Console) pending(w http.ResponseWriter, r *http.Request, who approverOf) {
 	q := r.URL.Query()
 	size, _ := strconv.Atoi(q.Get("page_size"))
-	asks, next, err := s.cfg.Engine.ShowPending(who.workspace, &pb.ListPendingRequest{AgentId: q.Get("agent_id"), PageSize: int32(min(max(size, 0), pdp.MaxPageSize)),
+	asks, next, err := s.cfg.Engine.ShowPending(r.Context(), who.workspace, &pb.ListPendingRequest{AgentId: q.Get("agent_id"), PageSize: int32(min(max(size, 0), pdp.MaxPageSize)),
 		PageToken: q.Get("page_token"), Reveal: q.Get("reveal") == "1"})
 	if err != nil {
 		writeError(w, err)
@@ -267,7 +268,7 @@ func (s *Console) pending(w http.ResponseWriter, r *http.Request, who approverOf
 
 func (s *Console) ask(w http.ResponseWriter, r *http.Request, who approverOf) {
 	q := r.URL.Query()
-	c, ok := s.cfg.Engine.Ask(who.workspace, q.Get("id"))
+	c, ok := s.cfg.Engine.Ask(r.Context(), who.workspace, q.Get("id"))
 	if !ok || c.Decision != pb.Decision_DECISION_ASK || c.Answer != pb.Decision_DECISION_UNSPECIFIED {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no pending ask with that id"})
 		return

@@ -72,6 +72,12 @@ type Config struct {
 	Options []grpc.ServerOption
 }
 
+// StateHealthService is the health service name that reports the session
+// state store: NOT_SERVING while it cannot be reached (calls with a session
+// and asks are denied meanwhile; calls without one are decided, so the
+// server's own health stays SERVING).
+const StateHealthService = "toolpdp.v1.StateStore"
+
 // Server is the gRPC face of an Engine.
 type Server struct {
 	pb.UnimplementedDecisionServiceServer
@@ -115,6 +121,14 @@ func New(engine *pdp.Engine, cfg Config) (*grpc.Server, *Server, error) {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	s.health.SetServingStatus(pb.DecisionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	engine.OnSwap(func(*policy.Snapshot) { s.MarkServing(true) })
+	s.health.SetServingStatus(StateHealthService, healthpb.HealthCheckResponse_SERVING)
+	engine.OnStateHealth(func(up bool) {
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if up {
+			st = healthpb.HealthCheckResponse_SERVING
+		}
+		s.health.SetServingStatus(StateHealthService, st)
+	})
 	return srv, s, nil
 }
 
@@ -324,7 +338,7 @@ func (s *Server) AwaitDecision(ctx context.Context, req *pb.AwaitDecisionRequest
 // ReportResult implements DecisionService.
 func (s *Server) ReportResult(ctx context.Context, req *pb.ReportResultRequest) (*pb.ReportResultResponse, error) {
 	ws, _ := callerWorkspace(ctx)
-	resp, err := s.engine.ReportResult(ws, req)
+	resp, err := s.engine.ReportResult(ctx, ws, req)
 	return resp, statusOf(err)
 }
 
@@ -334,7 +348,11 @@ func (s *Server) EndSession(ctx context.Context, req *pb.EndSessionRequest) (*pb
 		return nil, status.Error(codes.InvalidArgument, "session_id: required")
 	}
 	ws, _ := callerWorkspace(ctx)
-	return &pb.EndSessionResponse{Found: s.engine.EndSession(ws, req.GetAgentId(), req.GetSessionId())}, nil
+	found, err := s.engine.EndSession(ctx, ws, req.GetAgentId(), req.GetSessionId())
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	return &pb.EndSessionResponse{Found: found}, nil
 }
 
 // FilterTools implements DecisionService: which tools some call could
@@ -369,7 +387,7 @@ func checkFilterTools(r *pb.FilterToolsRequest) error {
 // it to answer, secrets masked unless the request reveals them.
 func (s *Server) ListPending(ctx context.Context, req *pb.ListPendingRequest) (*pb.ListPendingResponse, error) {
 	ws, _ := callerWorkspace(ctx)
-	asks, next, err := s.engine.ShowPending(ws, req)
+	asks, next, err := s.engine.ShowPending(ctx, ws, req)
 	if err != nil {
 		return nil, statusOf(err)
 	}
@@ -386,6 +404,6 @@ func statusOf(err error) error {
 		return status.Error(codes.Internal, err.Error())
 	}
 	code := map[pdp.Code]codes.Code{pdp.InvalidArgument: codes.InvalidArgument, pdp.NotFound: codes.NotFound, pdp.FailedPrecondition: codes.FailedPrecondition,
-		pdp.PermissionDenied: codes.PermissionDenied}[e.Code]
+		pdp.PermissionDenied: codes.PermissionDenied, pdp.Unavailable: codes.Unavailable}[e.Code]
 	return status.Error(code, e.Message)
 }

@@ -64,7 +64,7 @@ func TestManySessionsConcurrently(t *testing.T) {
 // definition would let a flood of sessions loosen a running one.
 func TestPinEvictionAtTheBound(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": `{"b": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`})
-	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Engine: pdp.Config{MaxSessions: 2}})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Engine: pdp.Config{MaxSessions: 2, MaxSessionsPerAgent: 2}})
 	decide := func(sid string) pb.Decision {
 		return ts.Decide(t, &pb.DecideRequest{AgentId: "b", SessionId: sid, ToolName: "bash"}).Decision
 	}
@@ -239,8 +239,8 @@ func TestRemovedAgentIsRevoked(t *testing.T) {
 	// An ask of the removed agent still pending: a person's allow is a deny.
 	if ask.Decision == pb.Decision_DECISION_ASK {
 		c, err := ts.Client.Confirm(context.Background(), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow", Remember: true})
-		if err != nil || c.Decision != pb.Decision_DECISION_DENY {
-			t.Fatalf("Confirm allow of a removed agent's ask: %v %v, want DECISION_DENY", c, err)
+		if err != nil || c.Decision != pb.Decision_DECISION_DENY || !strings.Contains(c.Message, "removed") {
+			t.Fatalf("Confirm allow of a removed agent's ask: %v %v, want DECISION_DENY with a message saying the agent was removed", c, err)
 		}
 	} else {
 		t.Fatalf("eval ls: %s, want an ask to confirm", ask.Decision)
@@ -271,17 +271,21 @@ func TestRemovedAgentIsRevoked(t *testing.T) {
 }
 
 // A session released because the store was full comes back denied, not
-// afresh: a flood of new sessions must not shed a halt or a pin to a
-// stricter definition. Idle timeouts and EndSession still start afresh.
+// afresh: a flood of new sessions must not shed a pin to a stricter
+// definition. A halted session is not released at all: the flood evicts
+// the sessions that are not halted, and once every place is a halted
+// session, new sessions are refused rather than halts forgotten. Idle
+// timeouts and EndSession still start afresh.
 func TestSessionEvictedUnderLoadIsNotReborn(t *testing.T) {
 	strict := `{"v": {"tools": [{"type": "agent_toolset", "configs": [{"name": "rm", "enabled": false}], "default_config": {"permission_policy": {"type": "always_ask"}}}], "max_consecutive_denials": 2}}`
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": strict})
-	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Engine: pdp.Config{MaxSessions: 3}})
-	rm := &pb.DecideRequest{AgentId: "v", SessionId: "V", ToolName: "rm"}
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Engine: pdp.Config{MaxSessions: 3, MaxSessionsPerAgent: 3}})
+	rm := &pb.DecideRequest{AgentId: "v", SessionId: "H", ToolName: "rm"}
 	ts.Decide(t, rm)
 	if r := ts.Decide(t, rm); !r.Halt {
 		t.Fatalf("second denial: halt %v", r.Halt)
 	}
+	ts.Decide(t, &pb.DecideRequest{AgentId: "v", SessionId: "V", ToolName: "rm"}) // one denial: not halted
 	// A looser definition, then a flood of new sessions that evicts V.
 	writeFileAtomic(t, filepath.Join(dir, "agents", "data.json"), []byte(`{"v": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`))
 	writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest("v2")))
@@ -295,11 +299,49 @@ func TestSessionEvictedUnderLoadIsNotReborn(t *testing.T) {
 	if r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "session_evicted" {
 		t.Fatalf("the evicted session after the flood: %s %v, want a session_evicted deny", r.Decision, r.Reasons)
 	}
+	// The halted session outlived the flood, with its pin and its count.
+	if r := ts.Decide(t, &pb.DecideRequest{AgentId: "v", SessionId: "H", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "ls"})}); r.Decision != pb.Decision_DECISION_ASK {
+		t.Fatalf("the halted session's Bash after the flood: %s %v, want its pinned definition's ask", r.Decision, r.Reasons)
+	}
+	if r := ts.Decide(t, rm); r.Decision != pb.Decision_DECISION_DENY || !r.Halt {
+		t.Fatalf("the halted session's rm after the flood: %s halt %v, want a deny with halt", r.Decision, r.Halt)
+	}
 	// Ended on purpose, the id starts afresh.
 	if _, err := ts.Client.EndSession(context.Background(), &pb.EndSessionRequest{AgentId: "v", SessionId: "V"}); err != nil {
 		t.Fatal(err)
 	}
 	if r := ts.Decide(t, &pb.DecideRequest{AgentId: "v", SessionId: "V", ToolName: "Read"}); r.Decision == pb.Decision_DECISION_DENY {
 		t.Fatalf("after EndSession: %s %v", r.Decision, r.Reasons)
+	}
+}
+
+// Every place halted: a new session is refused (denied, saying so), never
+// made by forgetting a halt; another agent's sessions still start, since
+// one agent holds at most its share.
+func TestHaltedSessionsAreNotEvicted(t *testing.T) {
+	agents := `{"v": {"tools": [{"type": "agent_toolset", "configs": [{"name": "rm", "enabled": false}]}], "max_consecutive_denials": 1}, "w": {"tools": [{"type": "agent_toolset"}]}}`
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("v1"), "agents/data.json": agents})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Engine: pdp.Config{MaxSessions: 4, MaxSessionsPerAgent: 2}})
+	for _, sid := range []string{"a", "b"} {
+		if r := ts.Decide(t, &pb.DecideRequest{AgentId: "v", SessionId: sid, ToolName: "rm"}); !r.Halt {
+			t.Fatalf("%s: halt %v", sid, r.Halt)
+		}
+	}
+	for i := range 50 {
+		r := ts.Decide(t, &pb.DecideRequest{AgentId: "v", SessionId: fmt.Sprintf("flood%d", i), ToolName: "Read"})
+		if r.Decision != pb.Decision_DECISION_DENY || r.Reasons[0].Rule != "session_refused" {
+			t.Fatalf("a new session of an agent whose every place is halted: %s %v, want session_refused", r.Decision, r.Reasons)
+		}
+	}
+	if r := ts.Decide(t, &pb.DecideRequest{AgentId: "w", SessionId: "other", ToolName: "Read"}); r.Decision != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("another agent's new session: %s %v", r.Decision, r.Reasons)
+	}
+	for _, sid := range []string{"a", "b"} {
+		if r := ts.Decide(t, &pb.DecideRequest{AgentId: "v", SessionId: sid, ToolName: "rm"}); !r.Halt {
+			t.Fatalf("%s after the flood: halt %v", sid, r.Halt)
+		}
+	}
+	if n := ts.Metric(t, "toolpdp_sessions_refused_total"); n != 50 {
+		t.Errorf("refused %v, want 50", n)
 	}
 }

@@ -2,6 +2,8 @@ package grpcapi_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -133,5 +135,35 @@ func TestConfirmListenSeparatesTheApprover(t *testing.T) {
 	// Everything else stays on the agent's address.
 	if _, err := ts.Client.EndSession(acme, &pb.EndSessionRequest{AgentId: "acme-coder", SessionId: "s"}); err != nil {
 		t.Fatalf("EndSession on the agent's address: %v", err)
+	}
+}
+
+// Status tells a bound caller of a rejected load only what is not another
+// workspace's: an error about globex's agent is left out for acme, and
+// shown to globex.
+func TestStatusHidesAnotherWorkspacesErrors(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("w"), "agents/data.json": workspaceAgents})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, API: grpcapi.Config{Workspaces: &grpcapi.Workspaces{Tokens: map[string]string{acmeToken: "acme", globexToken: "globex"}}}})
+	broken := strings.Replace(workspaceAgents, `"globex-coder": {"workspace": "globex", "tools": [{"type": "agent_toolset"}]}`,
+		`"globex-coder": {"workspace": "globex", "tools": [{"type": "globex-secret-tool-kind"}]}`, 1)
+	if err := os.WriteFile(filepath.Join(dir, "agents/data.json"), []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Engine.Reload(context.Background(), false); err == nil {
+		t.Fatal("the broken bundle loaded")
+	}
+	acme, err := ts.Client.Status(as(acmeToken), &pb.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(acme.LastError, "globex-secret-tool-kind") || !strings.Contains(acme.LastError, "another workspace") {
+		t.Errorf("acme sees %q", acme.LastError)
+	}
+	globex, err := ts.Client.Status(as(globexToken), &pb.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(globex.LastError, "globex-secret-tool-kind") {
+		t.Errorf("globex sees %q", globex.LastError)
 	}
 }

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +50,7 @@ func AgentID(id string) string {
 // request that loaded it, replaced whole on reload.
 type Snapshot struct {
 	Revision string // every bundle's revision, comma-separated
+	Digest   string // SHA-256 of every module and all data: the policy's content
 	Bundles  []BundleInfo
 	Loaded   time.Time
 	Warnings []string
@@ -107,6 +110,7 @@ type Agent struct {
 	// union for the newest snapshot.
 	ownGuardrails ast.Value
 	merged        atomic.Pointer[mergedGuardrails]
+	enc           encoded // what a durable session store keeps (pin.go)
 }
 
 type mergedGuardrails struct {
@@ -234,6 +238,9 @@ func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
 	for _, m := range b.Modules {
 		s.modules[m.Path] = m.Parsed
 	}
+	if err := s.digest(b); err != nil {
+		return err
+	}
 	refs, err := guardrailRules(s.modules, s.tables.misnamed)
 	if err != nil {
 		return err
@@ -261,6 +268,27 @@ func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
 	if s.toolQuery, err = rego.New(rego.Compiler(s.compiler), rego.Store(s.store), rego.Query(toolQuery)).PrepareForEval(ctx); err != nil {
 		return fmt.Errorf("prepare %s: %w", toolQuery, err)
 	}
+	return nil
+}
+
+// digest names the policy's content: every module's path and text, and
+// the data (encoding/json sorts its keys).
+func (s *Snapshot) digest(b *bundle.Bundle) error {
+	h := sha256.New()
+	for _, path := range slices.Sorted(mapKeys(s.modules)) {
+		for _, m := range b.Modules {
+			if m.Path == path {
+				fmt.Fprintf(h, "%d:%s%d:", len(path), path, len(m.Raw))
+				h.Write(m.Raw)
+			}
+		}
+	}
+	data, err := json.Marshal(b.Data)
+	if err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
+	h.Write(data)
+	s.Digest = hex.EncodeToString(h.Sum(nil))
 	return nil
 }
 

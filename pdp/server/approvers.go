@@ -34,10 +34,16 @@ func (s *Server) approverSurfaces(cfg Config, ws *grpcapi.Workspaces) error {
 	if s.approvers, err = approver.Parse(cfg.ApproverTokens, cfg.Logger); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
+	s.tokens = append(s.tokens, s.approvers.Files()...)
 	if ws != nil {
-		agents := make([]string, 0, len(ws.Tokens))
+		var agents []string
 		for t := range ws.Tokens {
 			agents = append(agents, t)
+		}
+		for _, f := range ws.Files {
+			if t, err := f.Token(); err == nil {
+				agents = append(agents, t)
+			}
 		}
 		if name, ok := s.approvers.Overlaps(agents); ok {
 			return fmt.Errorf("%w: --approver-token-file %s holds a workspace token (--workspace-token): an agent's token must never answer its own asks", ErrUsage, name)
@@ -57,7 +63,7 @@ func (s *Server) approverSurfaces(cfg Config, ws *grpcapi.Workspaces) error {
 				return fmt.Errorf("--notify-secret-file: %w", err)
 			}
 			nc.Secret = func() ([]byte, error) { t, err := key.Token(); return []byte(t), err }
-			s.notifySecret = key
+			s.tokens = append(s.tokens, key)
 		}
 		if s.notifier, err = notify.New(nc); err != nil {
 			return fmt.Errorf("%w: %v", ErrUsage, err)

@@ -46,7 +46,9 @@ type Config struct {
 	TLS TLSFiles // none: plaintext
 
 	// WorkspaceTokens are WORKSPACE=FILE: a bearer token, read from FILE,
-	// binds a caller to WORKSPACE.
+	// binds a caller to WORKSPACE. The file is read again when it changes
+	// (tokenfile): a rotated token is accepted and the old one refused
+	// without a restart. One file named twice is an error.
 	WorkspaceTokens []string
 
 	// ApproverTokens are [WORKSPACE=]FILE: the bearer tokens every
@@ -61,6 +63,11 @@ type Config struct {
 	NotifyURLs       []string
 	NotifySecretFile string // the HMAC key of the signature
 	ConsoleURL       string // the console's address for people, linked from notifications
+
+	// Reload, when set, is a signal (serve's SIGHUP) at each of which the
+	// server re-reads its bundles — bundle servers are polled at once — and
+	// its credential files, and reloads what changed.
+	Reload <-chan os.Signal
 
 	Verification Verification // bundle signatures; none: not checked
 	DecisionLog  DecisionLog

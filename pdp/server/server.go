@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/bundle"
@@ -34,19 +33,19 @@ import (
 // Server is toolpdp serving: the engine, its gRPC server, and every
 // listener, opened.
 type Server struct {
-	cfg          Config
-	registry     *prometheus.Registry
-	dlog         *decisionlog.Log
-	engine       *pdp.Engine
-	api          *grpcapi.Server
-	grpc         *grpc.Server
-	probes       *grpc.Server   // health only, on HealthListen; nil without
-	https        []*http.Server // metrics, and any other HTTP listener
-	endpoints    []*endpoint
-	approvers    *approver.Tokens
-	console      *console.Console // nil without ConsoleListen
-	notifier     *notify.Notifier // nil without NotifyURLs
-	notifySecret *tokenfile.File
+	cfg       Config
+	registry  *prometheus.Registry
+	dlog      *decisionlog.Log
+	engine    *pdp.Engine
+	api       *grpcapi.Server
+	grpc      *grpc.Server
+	probes    *grpc.Server   // health only, on HealthListen; nil without
+	https     []*http.Server // metrics, and any other HTTP listener
+	endpoints []*endpoint
+	tokens    []*tokenfile.File // every credential file, kept current while serving
+	approvers *approver.Tokens
+	console   *console.Console // nil without ConsoleListen
+	notifier  *notify.Notifier // nil without NotifyURLs
 }
 
 // Run builds a server from cfg and serves until ctx ends.
@@ -76,6 +75,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	ec := cfg.Engine
 	ec.Logger, ec.Registerer, ec.DecisionLog = cfg.Logger, s.registry, s.dlog
+	if err := s.openTokenFiles(&ec); err != nil {
+		return nil, err
+	}
 	if ec.Verify, err = verification(cfg.Verification); err != nil {
 		return nil, err
 	}
@@ -87,7 +89,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if ac.Creds, err = transportCredentials(cfg.TLS, cfg.Logger); err != nil {
 		return nil, err
 	}
-	if ac.Workspaces, err = workspaceBinding(cfg.TLS.ClientCAFile != "", cfg.WorkspaceTokens); err != nil {
+	if ac.Workspaces, err = s.workspaceBinding(cfg.TLS.ClientCAFile != "", cfg.WorkspaceTokens); err != nil {
 		return nil, err
 	}
 	if err = s.approverSurfaces(cfg, ac.Workspaces); err != nil {
@@ -157,12 +159,14 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.dlog.Close() // after the servers have stopped: flushes what is queued
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.engine.Run(ctx) })
-	s.approvers.Run(ctx)
 	if s.notifier != nil {
 		g.Go(func() error { s.notifier.Run(ctx); return nil })
 	}
-	if s.notifySecret != nil {
-		go s.notifySecret.Run(ctx, tokenfile.DefaultRefresh)
+	for _, f := range s.tokens {
+		g.Go(func() error { f.Run(ctx, 0); return nil })
+	}
+	if s.cfg.Reload != nil {
+		g.Go(func() error { s.reloadOn(ctx, s.cfg.Reload); return nil })
 	}
 	for _, e := range s.endpoints {
 		s.cfg.Logger.Info(e.what, "listen", e.l.Addr().String(), "network", e.l.Addr().Network())
@@ -252,30 +256,6 @@ func openDecisionLog(c DecisionLog, log *slog.Logger, reg prometheus.Registerer)
 	}
 	c.Logger, c.Registerer = log, reg
 	return decisionlog.New(c.Config)
-}
-
-// workspaceBinding reads the workspace tokens; nil when nothing binds.
-func workspaceBinding(mtls bool, specs []string) (*grpcapi.Workspaces, error) {
-	if !mtls && len(specs) == 0 {
-		return nil, nil
-	}
-	w := &grpcapi.Workspaces{MTLS: mtls, Tokens: map[string]string{}}
-	for _, spec := range specs {
-		ws, file, ok := strings.Cut(spec, "=")
-		if !ok || ws == "" || file == "" {
-			return nil, fmt.Errorf("%w: --workspace-token %q is not WORKSPACE=FILE", ErrUsage, spec)
-		}
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("--workspace-token %s: %w", ws, err)
-		}
-		token := strings.TrimSpace(string(raw))
-		if len(token) < 16 {
-			return nil, fmt.Errorf("--workspace-token %s: the token in %s is shorter than 16 characters", ws, file)
-		}
-		w.Tokens[token] = ws
-	}
-	return w, nil
 }
 
 // verification is the signature check v asks for, or nil.

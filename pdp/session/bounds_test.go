@@ -31,11 +31,12 @@ func TestPendingBoundedInBytes(t *testing.T) {
 }
 
 func TestSessionsBoundedInBytes(t *testing.T) {
-	s := NewSessions[struct{}](100000, time.Hour)
+	s := NewSessions(100000, time.Hour)
 	s.SetMaxBytes(64 << 10)
+	s.SetMaxPerAgent(100000)
 	now := time.Now()
 	for i := range 1000 {
-		s.Pin("", "agent", fmt.Sprintf("%0200d", i), nil, now)
+		s.Pin(Key{"", "agent", fmt.Sprintf("%0200d", i)}, nil, now)
 	}
 	if s.bytes > 64<<10 || s.Len() == 0 || s.Len() > 100 {
 		t.Fatalf("%d sessions in %d bytes", s.Len(), s.bytes)
@@ -45,8 +46,8 @@ func TestSessionsBoundedInBytes(t *testing.T) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := s.lru.Front().Value.(*session[struct{}])
-	if s.charge(ss, 1<<20) {
+	ss := s.all.Front().Value.(*session)
+	if s.charge(ss, 1<<20, now) {
 		t.Error("charged a session past the whole bound")
 	}
 }
@@ -54,24 +55,25 @@ func TestSessionsBoundedInBytes(t *testing.T) {
 // A session's remembered approvals are charged to it: at the byte bound a
 // new one is not kept, and the ones dropped give their bytes back.
 func TestRememberedApprovalsChargedToTheSession(t *testing.T) {
-	s := NewSessions[struct{}](10, time.Hour)
+	s := NewSessions(10, time.Hour)
 	s.SetMaxBytes(sessionOverhead + 64 + 3*rememberedSize)
 	now := time.Now()
-	s.Pin("", "a", "s", nil, now)
+	k := Key{"", "a", "s"}
+	s.Pin(k, nil, now)
 	for i := range 5 {
-		s.Remember("", "a", "s", RememberKey{byte(i)}, 1, now.Add(time.Hour), now)
+		s.Remember(k, RememberKey{byte(i)}, "1", now.Add(time.Hour), now)
 	}
 	held := 0
 	for i := range 5 {
-		if s.Remembered("", "a", "s", RememberKey{byte(i)}, 1, now) {
+		if s.Remembered(k, RememberKey{byte(i)}, "1", now) {
 			held++
 		}
 	}
 	if held != 3 || s.bytes > s.maxBytes {
 		t.Fatalf("%d approvals held in %d bytes (bound %d); want 3", held, s.bytes, s.maxBytes)
 	}
-	// A newer policy generation drops the old approvals and their bytes.
-	s.Remember("", "a", "s", RememberKey{9}, 2, now.Add(time.Hour), now)
+	// A newer policy epoch drops the old approvals and their bytes.
+	s.Remember(k, RememberKey{9}, "2", now.Add(time.Hour), now)
 	if want := int64(sessionOverhead+2*(len("a")+len("s"))) + rememberedSize; s.bytes != want {
 		t.Fatalf("bytes %d after a reload's approval, want %d", s.bytes, want)
 	}
@@ -80,21 +82,22 @@ func TestRememberedApprovalsChargedToTheSession(t *testing.T) {
 // Sessions released at the bound are remembered, in a bounded ring, as
 // lost: they come back lost; the ring never holds more than 4×max keys.
 func TestEvictedSessionsComeBackLost(t *testing.T) {
-	s := NewSessions[int](2, time.Hour)
+	s := NewSessions(2, time.Hour)
+	s.SetMaxPerAgent(2)
 	now := time.Now()
 	for i := range 20 {
-		s.Pin("", "a", fmt.Sprint(i), nil, now)
+		s.Pin(Key{"", "a", fmt.Sprint(i)}, nil, now)
 	}
 	if n := len(s.buried); n != 8 {
 		t.Fatalf("%d keys buried, want the ring's 8", n)
 	}
-	if _, lost := s.Pin("", "a", "17", nil, now); !lost {
+	if b := s.Pin(Key{"", "a", "17"}, nil, now); !b.Lost {
 		t.Error("a recently released session came back afresh")
 	}
-	if _, lost := s.Pin("", "a", "0", nil, now); lost {
+	if b := s.Pin(Key{"", "a", "0"}, nil, now); b.Lost {
 		t.Error("a key the ring forgot is still lost")
 	}
-	if _, lost := s.Pin("", "a", "new", nil, now); lost {
+	if b := s.Pin(Key{"", "a", "new"}, nil, now); b.Lost {
 		t.Error("a new session is lost")
 	}
 }

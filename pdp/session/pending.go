@@ -49,9 +49,9 @@ type Call struct {
 	done chan struct{} // an ask's: closed when it is answered, expires or is forgotten
 
 	// For an ask in a session: the key it would be remembered by, and the
-	// generation of the snapshot that asked.
-	Remember   RememberKey
-	Generation uint64
+	// epoch of the policy that asked.
+	Remember RememberKey
+	Epoch    string
 
 	// Signature is a digest of what the call is (CallSignature): two
 	// decisions with one call id and different signatures are two calls,
@@ -66,7 +66,7 @@ type Call struct {
 // to Call that can grow with the request must be counted here.
 func (a *Call) size() int64 {
 	return int64(len(a.Workspace)+len(a.DecisionID)+len(a.CallID)+len(a.AgentID)+len(a.SessionID)+len(a.ToolName)+len(a.Message)+
-		len(a.Request)+len(a.Response)+len(a.AnswerMessage)+len(a.Execution)+len(a.AnsweredBy)) + 320
+		len(a.Request)+len(a.Response)+len(a.AnswerMessage)+len(a.Execution)+len(a.AnsweredBy)+len(a.Epoch)) + 320
 }
 
 // settled reports whether an ask's wait is over: answered or expired, or
@@ -114,6 +114,18 @@ type Pending struct {
 	ttl     time.Duration
 	seq     uint64
 	evicted *prometheus.CounterVec // entries forgotten at a bound, by store and reason
+
+	// changed, when set, learns of every change to a decided call (gone:
+	// it was forgotten) under the store's lock, in order: a durable store
+	// writes them through.
+	changed func(a *Call, gone bool)
+}
+
+// note tells a durable store that a changed. Callers hold mu.
+func (p *Pending) note(a *Call, gone bool) {
+	if p.changed != nil {
+		p.changed(a, gone)
+	}
 }
 
 // NewPending keeps at most max asks, each for at most ttl, and at most max
@@ -162,6 +174,34 @@ func (p *Pending) Add(a *Call) {
 	} else {
 		p.recent.add(a, p.evict("recent"))
 	}
+	p.index(a)
+	p.note(a, false)
+}
+
+// restore puts back a decided call a durable store kept, where it was:
+// an unanswered ask among the asks (past its ttl: expired, among the
+// recent decisions), any other among the recent decisions.
+func (p *Pending) restore(a *Call, now time.Time) {
+	waiting := a.Decision == pb.Decision_DECISION_ASK && a.Answer == pb.Decision_DECISION_UNSPECIFIED && !a.Expired
+	if waiting && now.Sub(a.Created) > p.ttl {
+		waiting, a.Expired = false, true
+		a.leave()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+	a.seq = p.seq
+	if waiting {
+		a.done = make(chan struct{})
+		p.asks.add(a, p.evict("asks"))
+	} else {
+		p.recent.add(a, p.evict("recent"))
+	}
+	p.index(a)
+}
+
+// index notes a's call id. Callers hold mu.
+func (p *Pending) index(a *Call) {
 	if a.CallID != "" {
 		k := callKey{a.Workspace, a.AgentID, a.SessionID, a.CallID}
 		sig := a.Signature
@@ -203,6 +243,7 @@ func (p *Pending) expire(now time.Time) {
 			oldest.Expired = true
 			oldest.leave()
 			p.recent.add(oldest, p.evict("recent"))
+			p.note(oldest, false)
 		}
 	}
 }
@@ -213,6 +254,7 @@ func (p *Pending) evict(store string) func(*Call, string) {
 		a.leave()
 		p.forget(a)
 		p.evicted.WithLabelValues(store, reason).Inc()
+		p.note(a, true)
 	}
 }
 
@@ -300,6 +342,7 @@ func (p *Pending) Answer(id, workspace string, answer func(*Call), now time.Time
 		answer(a)
 		a.leave()
 		p.recent.add(a, p.evict("recent"))
+		p.note(a, false)
 		return a, Found, true
 	}
 	if a := p.recent.get(id); a != nil && a.Workspace == workspace {
@@ -359,6 +402,7 @@ func (p *Pending) Report(id, workspace string) (*Call, Lookup, bool) {
 		return a, Found, false
 	}
 	a.reported = true
+	p.note(a, false)
 	return a, Found, true
 }
 
@@ -395,6 +439,7 @@ func (p *Pending) DropSession(workspace, agentID, sessionID string) {
 				f.remove(id)
 				a.leave()
 				p.forget(a)
+				p.note(a, true)
 			}
 		}
 	}

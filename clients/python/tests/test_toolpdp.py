@@ -3,9 +3,11 @@
 TOOLPDP_TEST_ADDR: the server; TOOLPDP_TEST_CWD: the cwd the test bundle's
 "py" agent pins. Run: ../run (it builds and starts the server)."""
 import asyncio
+import json
 import os
 import subprocess
 import sys
+import time
 import unittest
 import uuid
 from types import SimpleNamespace
@@ -13,10 +15,11 @@ from types import SimpleNamespace
 import toolpdp
 from toolpdp import Client, PolicyDenied, pb
 from toolpdp.aio import AsyncClient
-from toolpdp.callback import Decision, PermissionGate
+from toolpdp.callback import Decision, PermissionGate, SyncPermissionGate
 
 ADDR = os.environ.get("TOOLPDP_TEST_ADDR", "")
 CWD = os.environ.get("TOOLPDP_TEST_CWD", "")
+BUNDLE = os.environ.get("TOOLPDP_TEST_BUNDLE", "")  # the server's bundle directory, watched: editing it reloads
 DOWN = "unix:///nonexistent/toolpdp.sock"
 
 
@@ -167,6 +170,92 @@ class PermissionGateTest(unittest.TestCase):
             self.assertFalse(d.allowed, "an exception in ask_user fails closed")
         async with AsyncClient(DOWN, timeout=0.5) as down:
             self.assertFalse((await PermissionGate(down, ask_user)(call("Read"))).allowed)
+
+
+def write_agents(text):
+    """Replace the bundle's agents atomically (the server reloads on it)."""
+    path = os.path.join(BUNDLE, "agents", "data.json")
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def wait_until(cond, what, seconds=15):
+    deadline = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("not within %ss: %s" % (seconds, what))
+        time.sleep(0.05)
+
+
+@unittest.skipUnless(ADDR and BUNDLE, "TOOLPDP_TEST_ADDR or TOOLPDP_TEST_BUNDLE is not set: run clients/python/run")
+class GateNeverAllowsWhatTheSidecarDenied(unittest.TestCase):
+    """A person allows an ask while a hot reload removes the agent: Confirm
+    answers deny (the agent was removed), and the gate, sync or async,
+    returns that deny, never the person's allow."""
+
+    def setUp(self):
+        path = os.path.join(BUNDLE, "agents", "data.json")
+        with open(path) as f:
+            self.original = f.read()
+        self.addCleanup(self.restore)
+
+    def probe(self):
+        """Whether a fresh session of py-reload is decided for (its agent is loaded)."""
+        with Client(ADDR, agent_id="py-reload", session_id=session()) as c:
+            return "unknown_agent" not in [r.rule for r in c.check("Read", {"file_path": os.path.join(CWD, "a")}).reasons]
+
+    def restore(self):
+        write_agents(self.original)
+        wait_until(self.probe, "the agent py-reload is back")
+
+    def remove_agent(self, ctx, message):
+        self.assertIn("Write", message + ctx.tool_name)
+        agents = json.loads(self.original)
+        del agents["py-reload"]
+        write_agents(json.dumps(agents))
+        wait_until(lambda: not self.probe(), "the reload that removes py-reload")
+        return Decision.allow()
+
+    def test_sync_gate(self):
+        with Client(ADDR, agent_id="py-reload", session_id=session()) as pdp:
+            gate = SyncPermissionGate(pdp, self.remove_agent)
+            self.assertTrue(gate(call("Read", {"file_path": os.path.join(CWD, "a")})).allowed)
+            d = gate(call("Write", {"file_path": os.path.join(CWD, "n.md"), "content": "hi"}))
+        self.assertFalse(d.allowed, d)
+        self.assertIn("removed", d.message)
+        self.assertEqual(d.verdict.decision, pb.DECISION_ASK)
+
+    def test_async_gate(self):
+        async def ask_user(ctx, message):
+            return await asyncio.get_running_loop().run_in_executor(None, self.remove_agent, ctx, message)
+
+        async def run():
+            async with AsyncClient(ADDR, agent_id="py-reload", session_id=session()) as pdp:
+                gate = PermissionGate(pdp, ask_user)
+                self.assertTrue((await gate(call("Read", {"file_path": os.path.join(CWD, "a")}))).allowed)
+                return await gate(call("Write", {"file_path": os.path.join(CWD, "n.md"), "content": "hi"}))
+        d = asyncio.run(run())
+        self.assertFalse(d.allowed, d)
+        self.assertIn("removed", d.message)
+
+    def test_a_confirm_answer_that_is_not_allow_is_a_deny(self):
+        """The class, without a reload: whatever Confirm answers that is not
+        allow (a deny, no decision at all) is a deny."""
+        class Sidecar:
+            def __init__(self, decision):
+                self.decision = decision
+
+            def check(self, tool_name, args=None, **kw):
+                return toolpdp.Verdict(pb.DecideResponse(decision=pb.DECISION_ASK, decision_id="d", message="ask"))
+
+            def confirm(self, decision_id, allow, **kw):
+                return pb.ConfirmResponse(decision=self.decision)
+        for decision in (pb.DECISION_DENY, pb.DECISION_UNSPECIFIED, pb.DECISION_ASK):
+            d = SyncPermissionGate(Sidecar(decision), lambda ctx, m: Decision.allow())(call("Write"))
+            self.assertFalse(d.allowed, pb.Decision.Name(decision))
+        d = SyncPermissionGate(Sidecar(pb.DECISION_ALLOW), lambda ctx, m: Decision.allow())(call("Write"))
+        self.assertTrue(d.allowed)
 
 
 if __name__ == "__main__":

@@ -36,33 +36,88 @@ class Decision:
 
 
 class PermissionGate:
-    """An async callable of the permission_callback shape."""
+    """An async callable of the permission_callback shape, over an AsyncClient.
+
+    It never allows what the sidecar did not allow: a person's allow counts
+    only when Confirm answers allow (the policy decides the call again when
+    the person answers: a reload that now denies it, or an agent removed
+    while the ask was on screen, turns the allow into a deny)."""
 
     def __init__(self, client, ask_user):
         self.client, self.ask_user = client, ask_user
         self.last_decision_id = ""  # the call report_result reports on by default
 
     async def __call__(self, ctx):
-        verdict = await self.client.check(ctx.tool_name, getattr(ctx, "args", None) or None,
-                                          server=getattr(ctx, "server", "") or "",
-                                          category=getattr(ctx, "category", pb.CATEGORY_UNSPECIFIED) or pb.CATEGORY_UNSPECIFIED,
-                                          env=getattr(ctx, "env", None))
+        verdict = await self.client.check(ctx.tool_name, getattr(ctx, "args", None) or None, **_check_options(ctx))
         self.last_decision_id = verdict.decision_id
-        if verdict.allowed:
-            return Decision(True, halt=verdict.halt, verdict=verdict)
         if not verdict.asked:
-            return Decision(False, verdict.message, halt=verdict.halt, verdict=verdict)
+            return _decided(verdict)
         try:
             answer = await self.ask_user(ctx, verdict.message)
             confirmed = await self.client.confirm(verdict.decision_id, answer.allowed,
                                                   deny_message="" if answer.allowed else answer.message,
                                                   remember=answer.allowed and answer.remember)
+            return _answered(ctx, verdict, answer, confirmed)
         except Exception as e:  # the UI failed, or the answer was not recorded: fail closed
-            return Decision(False, "the call was not confirmed (%r), so %s is denied" % (e, ctx.tool_name),
-                            verdict=verdict)
-        answer.halt, answer.verdict = confirmed.halt, verdict
-        return answer
+            return _unconfirmed(ctx, verdict, e)
 
     async def report_result(self, error=None, decision_id=""):
         """Report how the last allowed call (or decision_id) ended; returns halt."""
         return await self.client.report_result(decision_id or self.last_decision_id, error)
+
+
+class SyncPermissionGate:
+    """PermissionGate for a synchronous loop, over a Client: ask_user(ctx,
+    message) returns a Decision. The same rule: only the sidecar's allow
+    allows."""
+
+    def __init__(self, client, ask_user):
+        self.client, self.ask_user = client, ask_user
+        self.last_decision_id = ""
+
+    def __call__(self, ctx):
+        verdict = self.client.check(ctx.tool_name, getattr(ctx, "args", None) or None, **_check_options(ctx))
+        self.last_decision_id = verdict.decision_id
+        if not verdict.asked:
+            return _decided(verdict)
+        try:
+            answer = self.ask_user(ctx, verdict.message)
+            confirmed = self.client.confirm(verdict.decision_id, answer.allowed,
+                                            deny_message="" if answer.allowed else answer.message,
+                                            remember=answer.allowed and answer.remember)
+            return _answered(ctx, verdict, answer, confirmed)
+        except Exception as e:
+            return _unconfirmed(ctx, verdict, e)
+
+    def report_result(self, error=None, decision_id=""):
+        return self.client.report_result(decision_id or self.last_decision_id, error)
+
+
+def _check_options(ctx):
+    return {"server": getattr(ctx, "server", "") or "",
+            "category": getattr(ctx, "category", pb.CATEGORY_UNSPECIFIED) or pb.CATEGORY_UNSPECIFIED,
+            "env": getattr(ctx, "env", None)}
+
+
+def _decided(verdict):
+    """A verdict that is not an ask: allow only when the sidecar allowed."""
+    if verdict.allowed:
+        return Decision(True, halt=verdict.halt, verdict=verdict)
+    return Decision(False, verdict.message or "toolpdp did not allow this call", halt=verdict.halt, verdict=verdict)
+
+
+def _answered(ctx, verdict, answer, confirmed):
+    """The person's answer as the sidecar recorded it: their allow stands
+    only when Confirm answers allow; anything else is a deny with the
+    sidecar's message (the person's deny_message, or the rule that now
+    denies the call)."""
+    if answer.allowed and confirmed.decision == pb.DECISION_ALLOW:
+        return Decision(True, remember=answer.remember, halt=confirmed.halt, verdict=verdict)
+    message = confirmed.message or (answer.message if not answer.allowed else "") or (
+        "the person allowed %s, but toolpdp denied it when recording the answer (the policy changed while it was "
+        "asked); do not retry it" % ctx.tool_name)
+    return Decision(False, message, halt=confirmed.halt, verdict=verdict)
+
+
+def _unconfirmed(ctx, verdict, e):
+    return Decision(False, "the call was not confirmed (%r), so %s is denied" % (e, ctx.tool_name), verdict=verdict)

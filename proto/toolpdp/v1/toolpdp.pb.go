@@ -835,8 +835,9 @@ func (x *ConfirmRequest) GetSessionId() string {
 
 type ConfirmResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Decision      Decision               `protobuf:"varint,1,opt,name=decision,proto3,enum=toolpdp.v1.Decision" json:"decision,omitempty"` // the recorded answer
+	Decision      Decision               `protobuf:"varint,1,opt,name=decision,proto3,enum=toolpdp.v1.Decision" json:"decision,omitempty"` // the recorded answer: what the call may do now, whatever the person answered
 	Halt          bool                   `protobuf:"varint,2,opt,name=halt,proto3" json:"halt,omitempty"`                                  // a confirmed deny brought the session to its consecutive cap
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`                             // with a deny, what the model is told: the person's deny_message, or the newer rule that turned the person's allow into a deny
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -883,6 +884,13 @@ func (x *ConfirmResponse) GetHalt() bool {
 		return x.Halt
 	}
 	return false
+}
+
+func (x *ConfirmResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
 }
 
 // ReportResultRequest names an allowed call by decision_id, or by call_id
@@ -2126,10 +2134,11 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\acall_id\x18\x05 \x01(\tR\x06callId\x12\x19\n" +
 	"\bagent_id\x18\x06 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\a \x01(\tR\tsessionId\"W\n" +
+	"session_id\x18\a \x01(\tR\tsessionId\"q\n" +
 	"\x0fConfirmResponse\x120\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x14.toolpdp.v1.DecisionR\bdecision\x12\x12\n" +
-	"\x04halt\x18\x02 \x01(\bR\x04halt\"\xba\x01\n" +
+	"\x04halt\x18\x02 \x01(\bR\x04halt\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xba\x01\n" +
 	"\x13ReportResultRequest\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12\x19\n" +
