@@ -308,7 +308,11 @@ func opaInput(req *pb.DecideRequest, fairDir string) (full, slim, fair []byte, e
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	full = []byte(`{"input": ` + snap.Input(req).String() + `}`)
+	input, err := snap.Input(req)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	full = []byte(`{"input": ` + input.String() + `}`)
 	var doc map[string]map[string]any
 	if err := json.Unmarshal(full, &doc); err != nil {
 		return nil, nil, nil, err
@@ -333,7 +337,10 @@ func opaInput(req *pb.DecideRequest, fairDir string) (full, slim, fair []byte, e
 func writeFairBundle(snap *policy.Snapshot, dir string) error {
 	agents, guardrails := map[string]json.RawMessage{}, map[string]json.RawMessage{}
 	for _, id := range snap.AgentIDs() {
-		in := snap.Input(&pb.DecideRequest{AgentId: id, ToolName: "Read"})
+		in, err := snap.Input(&pb.DecideRequest{AgentId: id, ToolName: "Read"})
+		if err != nil {
+			return err
+		}
 		obj, _ := in.(ast.Object)
 		agents[id] = json.RawMessage(obj.Get(ast.StringTerm("agent")).String())
 		guardrails[id] = json.RawMessage(obj.Get(ast.StringTerm("guardrails")).String())

@@ -15,10 +15,10 @@ import (
 )
 
 // serve starts a real toolpdp server on a unix socket, on the embedded
-// default; its address.
-func serve(t *testing.T) string {
+// default and the bundles given; its address.
+func serve(t *testing.T, bundles ...string) string {
 	t.Helper()
-	return grpcapitest.NewServer(t, grpcapitest.Options{Unix: true, Engine: pdp.Config{EvalTimeout: time.Second, MaxSessions: 10, MaxPending: 10}}).Addr
+	return grpcapitest.NewServer(t, grpcapitest.Options{Bundles: bundles, Unix: true, Engine: pdp.Config{EvalTimeout: time.Second, MaxSessions: 10, MaxPending: 10}}).Addr
 }
 
 func TestCheckDecides(t *testing.T) {

@@ -41,6 +41,9 @@ func Run(spec Spec, opt Options, stdin io.Reader, stdout, stderr io.Writer) (*Re
 	if err := spec.validate(); err != nil {
 		return fail(ExitRefused, "%v", err)
 	}
+	if err := closeInherited(); err != nil {
+		return fail(ExitRefused, "%v", err)
+	}
 	profile := opt.Profile
 	if profile == nil {
 		p, err := DefaultProfile()
@@ -405,4 +408,24 @@ func splitComma(s string) []string {
 		}
 	}
 	return out
+}
+
+// closeInherited marks every descriptor above stderr close-on-exec: a file
+// or socket the caller left open would reach the command unchecked (the
+// kernel checks a path when it is opened, not a descriptor handed down).
+func closeInherited() error {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("listing inherited descriptors: %w", err)
+	}
+	for _, e := range entries {
+		var fd int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &fd); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+	return nil
 }

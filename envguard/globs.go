@@ -1,7 +1,12 @@
 package envguard
 
 import (
+	"context"
 	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -209,23 +214,112 @@ func dedupe(list []string) []string {
 // GlobDir is the directory a glob without braces (an alternative of
 // ExpandBraces) reads: its literal part before the first unescaped *, ?
 // or [, cut back to its last "/", escapes removed — or the whole glob,
-// when it has no wildcard (it names one file). A ".." segment after the
-// first wildcard makes where it reaches uncheckable.
-func GlobDir(glob string) (string, error) {
+// when it has no wildcard (it names one file); wild is the rest, from the
+// segment with the first wildcard. A ".." segment after the first
+// wildcard makes where it reaches uncheckable.
+func GlobDir(glob string) (dir, wild string, err error) {
 	i := wildcard(glob)
 	if i < 0 {
-		return unescape(glob), nil
+		return unescape(glob), "", nil
 	}
-	literal, wild := glob[:i], glob[i:]
-	for _, seg := range strings.Split(wild, "/") {
+	literal := glob[:i]
+	for _, seg := range strings.Split(glob[i:], "/") {
 		if unescape(seg) == ".." {
-			return "", fmt.Errorf("%w: a .. segment after a wildcard", ErrGlobUncheckable)
+			return "", "", fmt.Errorf("%w: a .. segment after a wildcard", ErrGlobUncheckable)
 		}
 	}
 	if j := strings.LastIndex(literal, "/"); j >= 0 {
-		return unescape(literal[:j+1]), nil
+		return unescape(literal[:j+1]), glob[j+1:], nil
 	}
-	return "", nil
+	return "", glob, nil
+}
+
+// MaxGlobEntries bounds the directory entries GlobLinks reads for one
+// glob; past it the glob is uncheckable.
+const MaxGlobEntries = 10000
+
+// GlobLinks is where the symlinks lead that a glob's wildcard segments can
+// match or pass through below dir (the glob's literal directory, resolved;
+// wild the rest of the glob): a matcher follows "l*_out/*" through
+// link_out like "link_out/*". Each target is resolved like any path. A
+// "**" segment is not walked: ripgrep and the glob libraries do not follow
+// symlinks under it by default (a documented limit). Reading more than
+// MaxGlobEntries entries, or a link that does not resolve, is
+// ErrGlobUncheckable.
+func GlobLinks(ctx context.Context, dir, wild string) ([]string, error) {
+	var segs []string
+	for _, s := range strings.Split(wild, "/") {
+		if s != "" && s != "." {
+			segs = append(segs, s)
+		}
+	}
+	type step struct {
+		dir string
+		i   int
+	}
+	var targets []string
+	queue, budget := []step{{dir, 0}}, MaxGlobEntries
+	visit := func(p string, i int) error {
+		info, err := os.Lstat(p)
+		if err != nil {
+			return nil // nothing there to match
+		}
+		if info.Mode()&fs.ModeSymlink != 0 {
+			target, err := canonical(ctx, p)
+			if err != nil {
+				return fmt.Errorf("%w: %s: %w", ErrGlobUncheckable, p, err)
+			}
+			if i+1 < len(segs) {
+				// Passed through only when it leads to a directory.
+				if info, err := os.Stat(target); err != nil || !info.IsDir() {
+					return nil
+				}
+			}
+			targets = append(targets, target)
+			p = target
+		}
+		if i+1 < len(segs) {
+			queue = append(queue, step{p, i + 1})
+		}
+		return nil
+	}
+	for len(queue) > 0 {
+		st := queue[0]
+		queue = queue[1:]
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrGlobUncheckable, err)
+		}
+		seg := segs[st.i]
+		if seg == "**" || strings.HasPrefix(seg, "**") && strings.Trim(seg, "*") == "" {
+			continue
+		}
+		if wildcard(seg) < 0 {
+			if err := visit(filepath.Join(st.dir, unescape(seg)), st.i); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		entries, err := os.ReadDir(st.dir)
+		if err != nil {
+			continue // not a directory, or unreadable: the matcher reads nothing there either
+		}
+		if budget -= len(entries); budget < 0 {
+			return nil, fmt.Errorf("%w: its wildcards reach more than %d directory entries", ErrGlobUncheckable, MaxGlobEntries)
+		}
+		pat := strings.ReplaceAll(seg, "[!", "[^")
+		for _, e := range entries {
+			if ok, err := path.Match(pat, e.Name()); !ok && err == nil {
+				continue // a pattern no matcher reads is taken as matching
+			}
+			if e.Type()&fs.ModeSymlink == 0 && (!e.IsDir() || st.i+1 == len(segs)) {
+				continue
+			}
+			if err := visit(filepath.Join(st.dir, e.Name()), st.i); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return targets, nil
 }
 
 func wildcard(s string) int {

@@ -1,8 +1,12 @@
 package envguard
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -67,7 +71,7 @@ func TestGlobDir(t *testing.T) {
 		{glob: `/p/*/\.\./x`, err: true},
 		{glob: "**/*.go", dir: ""},
 	} {
-		dir, err := GlobDir(c.glob)
+		dir, _, err := GlobDir(c.glob)
 		if dir != c.dir || (err != nil) != c.err {
 			t.Errorf("GlobDir(%q) = %q, %v; want %q, error %v", c.glob, dir, err, c.dir, c.err)
 		}
@@ -90,4 +94,41 @@ func FuzzExpandBraces(f *testing.F) {
 			GlobDir(a)
 		}
 	})
+}
+
+// Where the symlinks a glob's wildcards can match or pass through lead.
+func TestGlobLinks(t *testing.T) {
+	root := tree(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		dir, wild string
+		want      []string
+	}{
+		{root + "/p", "docs/*", []string{root + "/secret", root + "/secret"}},
+		{root + "/p", "d*/esc*", []string{root + "/secret"}},
+		{root + "/p", "*/inside", []string{root + "/p/src/pkg", root + "/secret"}}, // newdir leads out
+		{root + "/p", "src/*.go", nil},
+		{root + "/p", "**/*", nil}, // not walked: a documented limit
+		{root + "/p", "chain*", []string{root + "/secret/key", root + "/secret/key", root + "/secret/key"}},
+		{root + "/p", "src/up/docs/*", []string{root + "/p", root + "/secret", root + "/secret"}},
+	} {
+		got, err := GlobLinks(ctx, c.dir, c.wild)
+		slices.Sort(got)
+		slices.Sort(c.want)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("GlobLinks(%q, %q) = %q, %v; want %q", c.dir, c.wild, got, err, c.want)
+		}
+	}
+	if _, err := GlobLinks(ctx, root, "loop/*"); !errors.Is(err, ErrGlobUncheckable) {
+		t.Errorf("a glob matching a symlink loop: %v, want uncheckable", err)
+	}
+	big := t.TempDir()
+	for i := range MaxGlobEntries + 1 {
+		if err := os.WriteFile(filepath.Join(big, strconv.Itoa(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := GlobLinks(ctx, big, "*"); !errors.Is(err, ErrGlobUncheckable) {
+		t.Errorf("more than %d entries: %v, want uncheckable", MaxGlobEntries, err)
+	}
 }

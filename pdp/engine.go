@@ -125,6 +125,13 @@ func New(c Config) (*Engine, error) {
 			Help: "Decisions looked up in the per-snapshot decision cache, by result: hit or miss. Uncacheable calls and policies are not counted.",
 		}, []string{"result"}),
 	}
+	e.OnStateHealth(func(up bool) {
+		if up {
+			e.log.Info("the session state store answers again")
+		} else {
+			e.log.Error("the session state store cannot be reached: calls with a session and asks are denied until it answers")
+		}
+	})
 	cs := append(append(e.metrics.collectors(), e.memo), e.sources.Collectors()...)
 	for _, m := range append(cs, e.state.collectors()...) {
 		if err := c.Registerer.Register(m); err != nil {
@@ -208,6 +215,7 @@ func (e *Engine) Remote() bool {
 // the initial load.
 func (e *Engine) Run(ctx context.Context) error {
 	go e.sweep(ctx)
+	go e.probe(ctx)
 	return e.sources.Watch(ctx, bundles.WatchConfig{Debounce: e.cfg.Debounce, Poll: e.cfg.Poll, Logger: e.log, Watching: e.cfg.Watching,
 		Failed: func(string, error) { e.metrics.reloads.WithLabelValues("rejected").Inc() }},
 		func() { _ = e.Reload(ctx, false) })
@@ -224,6 +232,30 @@ func (e *Engine) Refresh(ctx context.Context) error {
 // last download's error and time, whether it is stale.
 func (e *Engine) Sources() []bundles.SourceStatus {
 	return e.sources.Status()
+}
+
+// stateProbeEvery is how often the state store is asked whether it
+// answers, so that health reports a store that went away, or came back,
+// between calls.
+const stateProbeEvery = 2 * time.Second
+
+// probe asks the state store whether it answers, until ctx ends.
+func (e *Engine) probe(ctx context.Context) {
+	t := time.NewTicker(stateProbeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			err := e.state.store.Ping(pctx)
+			cancel()
+			if ctx.Err() == nil {
+				_ = e.state.result("ping", err)
+			}
+		}
+	}
 }
 
 // sweep releases idle sessions now and then, until ctx ends.
@@ -428,8 +460,15 @@ func (e *Engine) EndSession(ctx context.Context, ws, agentID, sessionID string) 
 	return found, nil
 }
 
-// Bounds are the session store's bounds the configuration gives.
+// Bounds are the session store's bounds the configuration gives, its
+// defaults filled in.
 func (c Config) Bounds() session.Bounds {
+	orDefault(&c.SessionIdle, DefaultSessionIdle)
+	orDefault(&c.PendingTTL, DefaultPendingTTL)
+	orDefault(&c.MaxSessions, DefaultMaxSessions)
+	orDefault(&c.MaxPending, DefaultMaxPending)
+	orDefault(&c.MaxSessionBytes, DefaultMaxSessionBytes)
+	orDefault(&c.MaxPendingBytes, DefaultMaxPendingBytes)
 	return session.Bounds{MaxSessions: c.MaxSessions, MaxSessionsPerAgent: c.MaxSessionsPerAgent, SessionIdle: c.SessionIdle,
 		MaxSessionBytes: c.MaxSessionBytes, MaxPending: c.MaxPending, PendingTTL: c.PendingTTL, MaxPendingBytes: c.MaxPendingBytes}
 }

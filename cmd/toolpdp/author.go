@@ -223,7 +223,11 @@ func decide(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return err
 	}
 	if *printInput {
-		_, err := fmt.Fprintln(stdout, snap.Input(&req).String())
+		in, err := snap.Input(&req)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, in.String())
 		return err
 	}
 	if *explain != "" {

@@ -587,3 +587,27 @@ func TestExecRunsWhatDecideAllowed(t *testing.T) {
 		t.Errorf("the report does not show network none enforced:\n%s", stderr.String())
 	}
 }
+
+// A descriptor the caller left open does not reach the command: the
+// kernel checks a path when it is opened, so an inherited one would pass
+// every confinement.
+func TestExecClosesInheritedDescriptors(t *testing.T) {
+	probeKernel(t)
+	tr := newTree(t)
+	leak, err := os.Create(filepath.Join(tr.outside, "leaked.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leak.Close()
+	b, _ := protojson.Marshal(tr.execution("none"))
+	exFile := filepath.Join(t.TempDir(), "execution.json")
+	if err := os.WriteFile(exFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "exec", "--execution", exFile, "--", "bash", "-c", "echo through-fd >&3 && echo WROTE")
+	cmd.ExtraFiles = []*os.File{leak} // fd 3
+	out, _ := cmd.CombinedOutput()
+	if got, _ := os.ReadFile(leak.Name()); len(got) > 0 || strings.Contains(string(out), "WROTE") {
+		t.Errorf("the command wrote through an inherited descriptor: file %q\n%s", got, out)
+	}
+}

@@ -81,8 +81,16 @@ func TestSearchGlobsStayInScope(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Symlink(filepath.Join(root, "outside"), filepath.Join(p, "link_out")); err != nil {
-		t.Fatal(err)
+	for link, target := range map[string]string{"link_out": filepath.Join(root, "outside"), "src/deep": filepath.Join(root, "outside"),
+		"innocent": ".env", "src/file_out": filepath.Join(root, "outside", "secret")} {
+		if err := os.Symlink(target, filepath.Join(p, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"p/.env", "outside/secret", "p/src/a.c"} {
+		if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dir := testkit.WriteBundle(t, map[string]string{
 		"agents/data.json": `{"coder": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}],
@@ -100,6 +108,8 @@ func TestSearchGlobsStayInScope(t *testing.T) {
 		"{..,x}/outside/secret", ".{.,}/outside/*", "{/etc,x}/passwd", "{a,{b,{c,..}}}/outside/*", "{..}/outside/*",
 		"link_out/*", "link_out/secret", "src/../link_out/*", `\.\./outside/*`, "{+..0}{+..0}/outside/*",
 		"*/../../outside/*", "~/x/*", "file:///etc/*", strings.Repeat("{a,b}", 9) + "/*", ".e{m..o}v",
+		// Wildcards that match a symlink leading out, or to a protected name.
+		"l*_out/*", "l?nk_out/secret", "[l]ink_out/*", "*/secret", "src/d*/*", "src/*/secret", "src/file_*", "inno*", "{x,l*}/*",
 	}
 	for _, g := range outside {
 		if d := glob("Glob", "pattern", g); d != pb.Decision_DECISION_DENY {

@@ -87,52 +87,113 @@ func (c *configMap) update(files map[string]string) {
 	}
 }
 
-func TestConfigMapSwapReloadsExactlyOnce(t *testing.T) {
-	cm := newConfigMap(t, map[string]string{".manifest": testkit.Manifest("cm1"), "agents/data.json": goodAgents})
-	ts := startServer(t, grpcapitest.Options{Bundles: []string{cm.dir}, Watch: true, Engine: pdp.Config{Poll: time.Hour}})
-	if got := ts.Revision(t); got != "library-0.1.0,cm1" {
-		t.Fatalf("revision %q", got)
-	}
-	before := ts.Reloads(t, "ok")
-	cm.update(map[string]string{".manifest": testkit.Manifest("cm2"), "agents/data.json": goodAgents})
-	eventually(t, 10*time.Second, "cm2 serving", func() bool { return ts.Revision(t) == "library-0.1.0,cm2" })
-	time.Sleep(time.Second) // time for any further, wrong, reload to happen
-	if n := ts.Reloads(t, "ok") - before; n != 1 {
-		t.Fatalf("%v reloads for one ConfigMap update, want exactly 1", n)
+// swaps records every policy the server swaps in, the one in force first.
+type swaps chan *policy.Snapshot
+
+func watchSwaps(t *testing.T, ts *grpcapitest.Server) swaps {
+	ch := make(swaps, 64)
+	ts.Engine.OnSwap(func(s *policy.Snapshot) {
+		select {
+		case ch <- s:
+		default:
+			t.Error("more than 64 swaps")
+		}
+	})
+	return ch
+}
+
+// next waits for the next swap.
+func (ch swaps) next(t *testing.T, what string) *policy.Snapshot {
+	t.Helper()
+	select {
+	case s := <-ch:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no swap within 10s: %s", what)
+		return nil
 	}
 }
 
+// revisions waits for swaps until one serves want; the revisions swapped
+// in until then, want included.
+func (ch swaps) until(t *testing.T, want string) []string {
+	t.Helper()
+	var got []string
+	for len(got) == 0 || got[len(got)-1] != want {
+		got = append(got, ch.next(t, want+" serving").Revision)
+	}
+	return got
+}
+
+// One ConfigMap update is one swap: a later change is the very next one.
+func TestConfigMapSwapReloadsExactlyOnce(t *testing.T) {
+	cm := newConfigMap(t, map[string]string{".manifest": testkit.Manifest("cm1"), "agents/data.json": goodAgents})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{cm.dir}, Watch: true, Engine: pdp.Config{Poll: time.Hour}})
+	sw := watchSwaps(t, ts)
+	if got := sw.next(t, "the policy in force").Revision; got != "library-0.1.0,cm1" {
+		t.Fatalf("revision %q", got)
+	}
+	cm.update(map[string]string{".manifest": testkit.Manifest("cm2"), "agents/data.json": goodAgents})
+	if got := sw.until(t, "library-0.1.0,cm2"); len(got) != 1 {
+		t.Fatalf("swaps %v for one ConfigMap update, want exactly one", got)
+	}
+	cm.update(map[string]string{".manifest": testkit.Manifest("cm3"), "agents/data.json": goodAgents})
+	if got := sw.until(t, "library-0.1.0,cm3"); len(got) != 1 {
+		t.Fatalf("swaps %v after the update was served, want only the next update's", got)
+	}
+}
+
+// A burst of in-place writes is one swap: a later change is the very next one.
 func TestBurstOfWritesReloadsOnce(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("b0"), "agents/data.json": goodAgents})
 	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Watch: true, Engine: pdp.Config{Poll: time.Hour}})
-	before := ts.Reloads(t, "ok")
-	for i := 1; i <= 50; i++ { // in place, as an editor without atomic save writes
-		if err := os.WriteFile(filepath.Join(dir, ".manifest"), []byte(testkit.Manifest(fmt.Sprintf("b%d", i))), 0o644); err != nil {
+	sw := watchSwaps(t, ts)
+	sw.next(t, "the policy in force")
+	write := func(rev string) {
+		if err := os.WriteFile(filepath.Join(dir, ".manifest"), []byte(testkit.Manifest(rev)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "b50 serving", func() bool { return ts.Revision(t) == "library-0.1.0,b50" })
-	time.Sleep(time.Second)
-	if n := ts.Reloads(t, "ok") - before; n != 1 {
-		t.Fatalf("%v reloads for a burst of 50 writes, want 1", n)
+	for i := 1; i <= 50; i++ { // in place, as an editor without atomic save writes
+		write(fmt.Sprintf("b%d", i))
+	}
+	if got := sw.until(t, "library-0.1.0,b50"); len(got) != 1 {
+		t.Fatalf("swaps %v for a burst of 50 writes, want one", got)
+	}
+	write("b51")
+	if got := sw.until(t, "library-0.1.0,b51"); len(got) != 1 {
+		t.Fatalf("swaps %v after the burst was served, want only the next write's", got)
 	}
 }
 
 func TestEditorRenameAndReplace(t *testing.T) {
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("e1"), "agents/data.json": goodAgents})
 	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}, Watch: true, Engine: pdp.Config{Poll: time.Hour}})
+	sw := watchSwaps(t, ts)
+	sw.next(t, "the policy in force")
 	// vim-style: write a new file beside, rename over the old.
 	writeFileAtomic(t, filepath.Join(dir, ".manifest"), []byte(testkit.Manifest("e2")))
-	eventually(t, 10*time.Second, "e2 serving", func() bool { return ts.Revision(t) == "library-0.1.0,e2" })
-	// A new subdirectory is watched as it appears.
-	if err := os.MkdirAll(filepath.Join(dir, "agents", "b"), 0o755); err != nil {
+	sw.until(t, "library-0.1.0,e2")
+	// A new subdirectory, moved in whole, is read and then watched: a
+	// change inside it alone (the poll is an hour away) is the next swap.
+	staged := filepath.Join(t.TempDir(), "b")
+	if err := os.MkdirAll(staged, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	writeFileAtomic(t, filepath.Join(dir, "agents", "b", "data.json"), []byte(`{"tools": []}`))
-	eventually(t, 10*time.Second, "agent b defined", func() bool {
-		return ts.Decide(t, &pb.DecideRequest{AgentId: "b", ToolName: "Read"}).Reasons[0].Rule == "agent_toolset"
-	})
+	writeFileAtomic(t, filepath.Join(staged, "data.json"), []byte(`{"tools": []}`))
+	if err := os.Rename(staged, filepath.Join(dir, "agents", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if s := sw.next(t, "agent b defined"); s.Agent("b") == nil {
+		t.Fatalf("the swap after agents/b appeared has no agent b")
+	}
+	writeFileAtomic(t, filepath.Join(dir, "agents", "b", "data.json"), []byte(`{"tools": [], "max_consecutive_denials": 7}`))
+	if s := sw.next(t, "agent b changed"); s.Agent("b").Denials() != 7 {
+		t.Fatalf("the swap after agents/b/data.json changed: denials %d, want 7", s.Agent("b").Denials())
+	}
+	if got := ts.Decide(t, &pb.DecideRequest{AgentId: "b", ToolName: "Read"}).Reasons[0].Rule; got != "agent_toolset" {
+		t.Fatalf("agent b's Read: rule %q", got)
+	}
 }
 
 // Each broken change is rejected whole; the last good revision serves on.

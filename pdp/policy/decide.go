@@ -32,9 +32,14 @@ func (s *Snapshot) DecideMemo(ctx context.Context, req *pb.DecideRequest, agent 
 		agent = s.agents[id]
 	}
 	resp = &pb.DecideResponse{PolicyRevision: s.Revision}
-	input := buildInput(ctx, s, id, agent, req)
+	input, err := buildInput(ctx, s, id, agent, req)
 	var key memoKey
 	keyed := false
+	if err != nil {
+		Deny(resp, "session", "pinned_guardrails", err.Error())
+		BoundMessages(resp)
+		return resp, false, err
+	}
 	if err = ctx.Err(); err != nil {
 		err = fmt.Errorf("the request's deadline passed while its paths and command were examined: %w", err)
 	} else {

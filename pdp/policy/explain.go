@@ -27,7 +27,10 @@ func (s *Snapshot) Explain(ctx context.Context, req *pb.DecideRequest, mode stri
 		return fmt.Errorf("--explain %q: want %s or %s", mode, ExplainNotes, ExplainFull)
 	}
 	id := AgentID(req.GetAgentId())
-	input := buildInput(ctx, s, id, s.agents[id], req)
+	input, err := buildInput(ctx, s, id, s.agents[id], req)
+	if err != nil {
+		return err
+	}
 	tracer := topdown.NewBufferTracer()
 	if _, err := s.query.Eval(ctx, rego.EvalParsedInput(input), rego.EvalQueryTracer(tracer)); err != nil {
 		return err

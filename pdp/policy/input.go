@@ -22,10 +22,14 @@ import (
 // agent's index entry (agent may be a session's pinned one), the agent's
 // guardrails from snap, the effective execution policy with its resolved
 // roots, and envguard's view of the tool's paths and command.
-// Resolving and parsing stop when ctx is done; the caller checks it.
-func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) ast.Value {
+// Resolving and parsing stop when ctx is done; the caller checks it. The
+// error is a pinned session's guardrails that no longer compile.
+func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) (ast.Value, error) {
 	t := &snap.tables
-	guardrails, compiled := snap.guardrailsFor(agentID, agent)
+	guardrails, compiled, err := snap.guardrailsFor(agentID, agent)
+	if err != nil {
+		return nil, err
+	}
 	in := ast.NewObject(
 		item("agent_id", ast.String(agentID)),
 		item("session_id", ast.String(req.GetSessionId())),
@@ -64,7 +68,7 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 		cmd := analyzeCommand(ctx, t.shell, compiled, names, req.GetArgs(), cwd)
 		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
 	}
-	return in
+	return in, nil
 }
 
 // effectivePolicy is the call site's policy when it sent one, else the
@@ -186,6 +190,9 @@ func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, g *compile
 	if ft.Access == "read" {
 		protected = g.protectedReads
 	}
+	// The symlinks a glob's wildcards reach are looked for only where a
+	// scope or a protected name can deny what they lead to.
+	walk := !protected.Empty() || p != nil && (ft.Access == "read" && p.ReadPaths != nil || ft.Access == "write" && p.WritePaths != nil)
 	var out, gs []*ast.Term
 	base := "" // the tool's own path argument: a relative glob is under it
 	for _, name := range ft.Args {
@@ -218,7 +225,7 @@ func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, g *compile
 			out = append(out, pathTerm(name, ft.Access, "", "", errNotString, ""))
 			continue
 		}
-		terms, could := globTerms(ctx, name, ft.Access, raw, base, cwd, protected)
+		terms, could := globTerms(ctx, name, ft.Access, raw, base, cwd, walk, protected)
 		out = append(out, terms...)
 		gs = append(gs, ast.ObjectTerm(item("arg", ast.String(name)), item("raw", ast.String(raw)), item("protected", ast.String(could))))
 	}
@@ -230,7 +237,7 @@ func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, g *compile
 // relative, resolved like any path, each distinct one once; could is the
 // protected name some alternative could match, "" if none. A glob that
 // cannot be checked is one unresolved path.
-func globTerms(ctx context.Context, arg, access, raw, base, cwd string, protected *protectednames.Set) (terms []*ast.Term, could string) {
+func globTerms(ctx context.Context, arg, access, raw, base, cwd string, walk bool, protected *protectednames.Set) (terms []*ast.Term, could string) {
 	alts, err := envguard.ExpandBraces(raw)
 	if err != nil {
 		// What it could match is unknown: any protected name.
@@ -244,7 +251,7 @@ func globTerms(ctx context.Context, arg, access, raw, base, cwd string, protecte
 		if could == "" {
 			could, _ = protected.GlobCouldMatch(alt)
 		}
-		dir, err := envguard.GlobDir(alt)
+		dir, wild, err := envguard.GlobDir(alt)
 		if err != nil {
 			terms = append(terms, pathTerm(arg, access, raw, "", err, ""))
 			continue
@@ -255,12 +262,24 @@ func globTerms(ctx context.Context, arg, access, raw, base, cwd string, protecte
 			dir = "."
 		}
 		resolved, err := envguard.ResolveContext(ctx, cwd, dir)
-		key := resolved + "\x00" + fmt.Sprint(err)
-		if seen[key] {
+		add := func(resolved string, err error) {
+			key := resolved + "\x00" + fmt.Sprint(err)
+			if !seen[key] {
+				seen[key] = true
+				terms = append(terms, pathTerm(arg, access, raw, resolved, err, protectedName(protected, "", resolved)))
+			}
+		}
+		add(resolved, err)
+		if err != nil || wild == "" || !walk {
 			continue
 		}
-		seen[key] = true
-		terms = append(terms, pathTerm(arg, access, raw, resolved, err, ""))
+		links, err := envguard.GlobLinks(ctx, resolved, wild)
+		if err != nil {
+			add("", err)
+		}
+		for _, l := range links {
+			add(l, nil)
+		}
 	}
 	return terms, could
 }

@@ -117,6 +117,7 @@ type mergedGuardrails struct {
 	snap     *Snapshot
 	value    ast.Value
 	commands *compiledGuardrails
+	err      error // the merged command rules do not compile: every call of the session is denied
 }
 
 // ExecutionPolicy is the environment axis of an agent or a call: the
@@ -447,27 +448,29 @@ func (s *Snapshot) hasGuardrailPackages() bool {
 // them and as command rules for the shell analysis. For a session pinned to
 // a definition of an older snapshot (pinned), the pinned definition's own
 // guardrails apply beside the newest: a reload never loosens a running
-// session.
-func (s *Snapshot) guardrailsFor(agentID string, pinned *Agent) (ast.Value, *compiledGuardrails) {
+// session. When the two do not compile together, that is the error: the
+// session's own command rules are never dropped.
+func (s *Snapshot) guardrailsFor(agentID string, pinned *Agent) (ast.Value, *compiledGuardrails, error) {
 	g, ok := s.guardrails[agentID]
 	if !ok {
 		g = s.globalGuardrails
 	}
 	if pinned == nil || pinned == s.agents[agentID] || pinned.ownGuardrails == nil {
-		return g, s.commandsFor(agentID)
+		return g, s.commandsFor(agentID), nil
 	}
 	if m := pinned.merged.Load(); m != nil && m.snap == s {
-		return m.value, m.commands
+		return m.value, m.commands, m.err
 	}
-	v := mergeGuardrails(g, pinned.ownGuardrails)
-	m := &mergedGuardrails{snap: s, value: v, commands: s.commandsFor(agentID)}
-	if raw, err := ast.JSON(v); err == nil {
-		if c, err := s.compileGuardrails(raw, s.commandsFor(agentID).guarded); err == nil {
-			m.commands = c
-		}
+	m := &mergedGuardrails{snap: s, value: mergeGuardrails(g, pinned.ownGuardrails)}
+	raw, err := ast.JSON(m.value)
+	if err == nil {
+		m.commands, err = s.compileGuardrails(raw, s.commandsFor(agentID).guarded)
+	}
+	if err != nil {
+		m.err = fmt.Errorf("agent '%s': this session's pinned guardrails do not combine with the policy in force (%v): start a new session", agentID, err)
 	}
 	pinned.merged.Store(m)
-	return m.value, m.commands
+	return m.value, m.commands, m.err
 }
 
 // mergeGuardrails is the union of two guardrails entries: objects merged
@@ -574,7 +577,7 @@ func (s *Snapshot) Store() storage.Store { return s.store }
 // Input is the document the library decides req on, as Decide builds it:
 // for policy authors (`toolpdp decide --print-input`) and for feeding the
 // same input to OPA's own server in the benchmarks.
-func (s *Snapshot) Input(req *pb.DecideRequest) ast.Value {
+func (s *Snapshot) Input(req *pb.DecideRequest) (ast.Value, error) {
 	id := AgentID(req.GetAgentId())
 	return buildInput(context.Background(), s, id, s.agents[id], req)
 }

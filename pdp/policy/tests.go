@@ -15,23 +15,6 @@ import (
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 )
 
-// Load reads and builds a snapshot from the sources, running the bundles'
-// own _test.rego tests.
-func Load(ctx context.Context, src *bundles.Sources, testTimeout time.Duration, now time.Time, opts ...Option) (*Snapshot, error) {
-	bs, err := src.Read()
-	if err != nil {
-		return nil, err
-	}
-	snap, err := NewSnapshot(ctx, bs, now, opts...)
-	if err != nil {
-		return nil, err
-	}
-	if err := runBundleTests(ctx, snap, bs, testTimeout); err != nil {
-		return nil, err
-	}
-	return snap, nil
-}
-
 // runBundleTests fails when any test of the user bundles fails.
 func runBundleTests(ctx context.Context, snap *Snapshot, bs []*bundles.Bundle, timeout time.Duration) error {
 	results, err := RunBundleTests(ctx, snap, bs, nil, timeout)

@@ -71,6 +71,7 @@ type Config struct {
 
 	Verification Verification // bundle signatures; none: not checked
 	DecisionLog  DecisionLog
+	State        State // where session state lives; in memory when its URL is empty
 
 	// WaitForBundle starts the server even when a bundle file is missing or
 	// invalid at start (every decision denies until one loads). A bundle
@@ -86,6 +87,23 @@ type Config struct {
 	Engine pdp.Config
 	API    grpcapi.Config
 }
+
+// State is the session state store: "memory" (or ""), file:PATH, or a
+// redis:// or rediss:// URL, with the password and CA files a shared
+// store may need.
+type State struct {
+	URL          string
+	PasswordFile string // the Redis password; "" for none or the URL's
+	CACertFile   string // PEM CA bundle trusted for rediss://; the system's when ""
+}
+
+// Durable reports whether the store outlives the process.
+func (s State) Durable() bool { return s.URL != "" && s.URL != "memory" }
+
+// DefaultDurablePendingTTL is how long an ask waits for a person with a
+// durable store, which a restart does not empty (pdp.DefaultPendingTTL in
+// memory).
+const DefaultDurablePendingTTL = 24 * time.Hour
 
 // TLSFiles are PEM files: a certificate and its key serve TLS; a client
 // CA as well requires client certificates signed by it (mTLS), whose

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi"
 	"github.com/toolpdp/toolpdp/pdp/notify"
+	"github.com/toolpdp/toolpdp/pdp/session"
 	"github.com/toolpdp/toolpdp/pdp/tokenfile"
 )
 
@@ -46,6 +48,7 @@ type Server struct {
 	approvers *approver.Tokens
 	console   *console.Console // nil without ConsoleListen
 	notifier  *notify.Notifier // nil without NotifyURLs
+	store     session.Store    // closed last
 }
 
 // Run builds a server from cfg and serves until ctx ends.
@@ -81,8 +84,18 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if ec.Verify, err = verification(cfg.Verification); err != nil {
 		return nil, err
 	}
+	if ec.PendingTTL <= 0 && cfg.State.Durable() {
+		ec.PendingTTL = DefaultDurablePendingTTL
+	}
+	if ec.Store, err = session.Open(ctx, cfg.State.URL, ec.Bounds(), session.OpenOptions{PasswordFile: cfg.State.PasswordFile, CACert: cfg.State.CACertFile}); err != nil {
+		return nil, err
+	}
+	s.store = ec.Store
 	if s.engine, err = pdp.New(ec); err != nil {
 		return nil, err
+	}
+	if cfg.State.Durable() {
+		cfg.Logger.Info("session state", "state", redactState(cfg.State.URL))
 	}
 	ac := cfg.API
 	ac.Logger, ac.Registerer, ac.SeparateApprover = cfg.Logger, s.registry, len(cfg.ConfirmListen) > 0
@@ -156,6 +169,7 @@ func (s *Server) serveHTTP(h http.Handler) func(net.Listener) error {
 // ones get ShutdownGrace to finish, and the decision log is flushed. The
 // engine keeps the policy current meanwhile (watches, polls, sweeps).
 func (s *Server) Run(ctx context.Context) error {
+	defer s.closeStore() // after every call has ended: writes what is queued
 	defer s.dlog.Close() // after the servers have stopped: flushes what is queued
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.engine.Run(ctx) })
@@ -220,6 +234,23 @@ func (s *Server) close() {
 		}
 	}
 	s.dlog.Close()
+	s.closeStore()
+}
+
+func (s *Server) closeStore() {
+	if s.store != nil {
+		if err := s.store.Close(); err != nil {
+			s.cfg.Logger.Error("closing the session state store", "error", err.Error())
+		}
+	}
+}
+
+// redactState is a --state URL without its password.
+func redactState(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return raw
 }
 
 // Engine is the server's engine: its policy, sessions and OnSwap hooks.

@@ -274,6 +274,16 @@ func (f *File) Activate(ctx context.Context, digest string) (string, error) {
 	return epoch, f.sync()
 }
 
+// Ping reports whether the last write to the file failed.
+func (f *File) Ping(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failed.err != nil && f.failed.to == f.written {
+		return fmt.Errorf("%w: writing %s: %v", ErrUnavailable, f.path, f.failed.err)
+	}
+	return nil
+}
+
 // Close writes what is queued and closes the file.
 func (f *File) Close() error {
 	f.mu.Lock()

@@ -120,6 +120,8 @@ func (m *Memory) Collectors() []prometheus.Collector {
 
 func (m *Memory) Close() error { return nil }
 
+func (m *Memory) Ping(context.Context) error { return nil }
+
 // Key is the session a decided call belongs to.
 func (c *Call) Key() Key { return Key{c.Workspace, c.AgentID, c.SessionID} }
 

@@ -544,6 +544,8 @@ func (r *Redis) Collectors() []prometheus.Collector {
 	}
 }
 
+func (r *Redis) Ping(ctx context.Context) error { return r.fail(r.client.Ping(ctx).Err()) }
+
 func (r *Redis) Close() error {
 	r.waiters.close()
 	return r.client.Close()

@@ -67,6 +67,8 @@ type Store interface {
 	// new epoch, unless another process sharing the store already
 	// activated this content.
 	Activate(ctx context.Context, digest string) (epoch string, err error)
+	// Ping reports whether the store answers.
+	Ping(ctx context.Context) error
 	// Sweep releases what has been idle past its timeout.
 	Sweep(ctx context.Context, now time.Time)
 	// Collectors are the store's metrics.

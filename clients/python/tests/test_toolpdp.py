@@ -19,6 +19,7 @@ from toolpdp.callback import Decision, PermissionGate, SyncPermissionGate
 
 ADDR = os.environ.get("TOOLPDP_TEST_ADDR", "")
 CWD = os.environ.get("TOOLPDP_TEST_CWD", "")
+BIN = os.environ.get("TOOLPDP_TEST_BIN", "")
 BUNDLE = os.environ.get("TOOLPDP_TEST_BUNDLE", "")  # the server's bundle directory, watched: editing it reloads
 DOWN = "unix:///nonexistent/toolpdp.sock"
 
@@ -80,6 +81,30 @@ class ClientTest(unittest.TestCase):
         finally:
             del os.environ["TOOLPDP_KEEP"]
         self.assertEqual(v.execution.env.get("TOOLPDP_KEEP"), "from-process")
+
+    @unittest.skipUnless(BIN, "TOOLPDP_TEST_BIN is not set: run clients/python/run")
+    def test_confined_run(self):
+        c = self.client()
+        outside = os.path.dirname(os.path.realpath(CWD))
+        policy = pb.ExecutionPolicy(cwd=CWD, read_paths=pb.PathList(paths=[CWD]), write_paths=pb.PathList(paths=[CWD]),
+                                    network="none", env=pb.EnvSpec(mode="allowlist", names=["PATH"]))
+        v = c.check("Bash", {"command": "touch inside"}, execution_policy=policy)
+        self.assertTrue(v.allowed, v)
+        self.assertEqual(v.execution.network, "none")
+        script = "echo in > inside.txt; echo out > %s/outside.txt; echo done" % outside
+        done = v.run(["bash", "-c", script], confine=True, toolpdp=BIN, capture_output=True, text=True)
+        self.assertIn("done", done.stdout, done.stderr)
+        self.assertTrue(os.path.exists(os.path.join(CWD, "inside.txt")))
+        self.assertFalse(os.path.exists(os.path.join(outside, "outside.txt")), done.stderr)
+        self.assertIn("toolpdp exec: writes: enforced", done.stderr)
+        # Popen, with the command reading its own stdin.
+        p = v.popen(["cat"], confine=True, toolpdp=BIN, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL, text=True)
+        self.assertEqual(p.communicate("through stdin", timeout=30)[0], "through stdin")
+        # Asked to confine and unable to: nothing runs.
+        with self.assertRaises(toolpdp.ConfinementUnavailable):
+            v.run(["touch", os.path.join(CWD, "unconfined")], confine=True, toolpdp="/nonexistent/toolpdp")
+        self.assertFalse(os.path.exists(os.path.join(CWD, "unconfined")))
 
     def test_run_refuses_what_is_not_allowed(self):
         c = self.client()

@@ -16,8 +16,8 @@ Everything fails closed: an unreachable, slow or failing sidecar is a deny
 whose message says why, never an allow. `toolpdp.aio.AsyncClient` is the
 asyncio twin; `toolpdp.callback` adapts it to an agent's permission_callback.
 """
-from ._verdict import SHELL_TOOLS, PolicyDenied, Verdict, command_env
+from ._verdict import SHELL_TOOLS, ConfinementUnavailable, PolicyDenied, Verdict, command_env
 from .client import Client
 from .v1 import toolpdp_pb2 as pb
 
-__all__ = ["Client", "Verdict", "PolicyDenied", "SHELL_TOOLS", "command_env", "pb"]
+__all__ = ["Client", "Verdict", "PolicyDenied", "ConfinementUnavailable", "SHELL_TOOLS", "command_env", "pb"]

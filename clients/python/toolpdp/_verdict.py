@@ -1,6 +1,10 @@
 """What a check answers, and how a command runs under it."""
 import os
+import shutil
 import subprocess
+import threading
+
+from google.protobuf import json_format
 
 from .v1 import toolpdp_pb2 as pb
 
@@ -16,6 +20,11 @@ class PolicyDenied(PermissionError):
     def __init__(self, verdict):
         super().__init__(verdict.message or "denied by toolpdp")
         self.verdict = verdict
+
+
+class ConfinementUnavailable(RuntimeError):
+    """Raised by Verdict.run(confine=True) when toolpdp exec cannot be found:
+    a confined run that was asked for never runs unconfined."""
 
 
 class Verdict:
@@ -62,20 +71,49 @@ class Verdict:
         ex = self.execution
         return ex.cwd if ex is not None and ex.cwd else base
 
-    def run(self, args, *, env=None, cwd=None, **kwargs):
+    def run(self, args, *, env=None, cwd=None, confine=False, toolpdp="toolpdp", best_effort=False, report=None,
+            **kwargs):
         """subprocess.run(args) under the policy: its env and pinned cwd.
 
         Fails closed: raises PolicyDenied unless the verdict is an allow (an
         ask must be confirmed first: see Client.confirm). env and cwd are what
         the command gets when the policy sets none; an enforced env replaces
-        env entirely."""
-        self._require_allowed()
-        return subprocess.run(args, env=self.env(env), cwd=self.cwd(cwd), **kwargs)
+        env entirely.
 
-    def popen(self, args, *, env=None, cwd=None, **kwargs):
+        confine=True runs it through `toolpdp exec` (the toolpdp binary: a
+        path or a name on PATH), which has the kernel confine it to the
+        execution's scopes: writes only under write_paths, reads only under
+        read_paths, no network when the policy forbids it. Where toolpdp
+        cannot be found ConfinementUnavailable is raised; where the kernel
+        cannot confine the run, toolpdp exec refuses it with exit code 126
+        (best_effort=True runs it anyway, reporting what was left out).
+        report: a file for toolpdp exec's JSON report."""
+        self._require_allowed()
+        if not confine:
+            return subprocess.run(args, env=self.env(env), cwd=self.cwd(cwd), **kwargs)
+        with self._confined(args, toolpdp, best_effort, report) as (argv, fds):
+            return subprocess.run(argv, env=self.env(env), cwd=self.cwd(cwd), pass_fds=fds, **kwargs)
+
+    def popen(self, args, *, env=None, cwd=None, confine=False, toolpdp="toolpdp", best_effort=False, report=None,
+              **kwargs):
         """subprocess.Popen(args) under the policy, as run()."""
         self._require_allowed()
-        return subprocess.Popen(args, env=self.env(env), cwd=self.cwd(cwd), **kwargs)
+        if not confine:
+            return subprocess.Popen(args, env=self.env(env), cwd=self.cwd(cwd), **kwargs)
+        with self._confined(args, toolpdp, best_effort, report) as (argv, fds):
+            return subprocess.Popen(argv, env=self.env(env), cwd=self.cwd(cwd), pass_fds=fds, **kwargs)
+
+    def _confined(self, args, toolpdp, best_effort, report):
+        """The toolpdp exec command line for args, the execution handed
+        over on a pipe of its own (the command keeps its stdin)."""
+        binary = shutil.which(toolpdp)
+        if binary is None:
+            raise ConfinementUnavailable("toolpdp exec is required to confine the command, and %r was not found"
+                                         % toolpdp)
+        if isinstance(args, (str, bytes)):
+            raise TypeError("a confined run takes an argv list, not a shell string")
+        execution = self.execution if self.execution is not None else pb.Execution()
+        return _ExecutionPipe(binary, json_format.MessageToJson(execution), list(args), best_effort, report)
 
     def _require_allowed(self):
         if not self.allowed:
@@ -92,3 +130,35 @@ def command_env(execution, base=None):
     if execution is not None and execution.env_enforced:
         return dict(execution.env)
     return dict(os.environ if base is None else base)
+
+
+class _ExecutionPipe:
+    """A pipe carrying the execution to toolpdp exec (as /dev/fd/N), written
+    by a thread so a large one cannot block the start; closed on exit."""
+
+    def __init__(self, binary, payload, args, best_effort, report):
+        self.binary, self.payload, self.args = binary, payload.encode(), args
+        self.best_effort, self.report = best_effort, report
+
+    def __enter__(self):
+        self.r, w = os.pipe()
+        os.set_inheritable(self.r, True)
+        self.writer = threading.Thread(target=self._write, args=(w,), daemon=True)
+        self.writer.start()
+        argv = [self.binary, "exec", "--execution", "/dev/fd/%d" % self.r]
+        if self.best_effort:
+            argv.append("--best-effort")
+        if self.report:
+            argv += ["--report", os.fspath(self.report)]
+        return argv + ["--"] + self.args, (self.r,)
+
+    def _write(self, w):
+        try:
+            with os.fdopen(w, "wb") as f:
+                f.write(self.payload)
+        except OSError:
+            pass  # the reader went away: toolpdp exec reports it
+
+    def __exit__(self, *exc):
+        os.close(self.r)
+        return False
