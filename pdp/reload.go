@@ -3,7 +3,6 @@ package pdp
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
@@ -87,11 +86,9 @@ func (e *Engine) LastError() error {
 	e.mu.Lock()
 	err := e.lastErr
 	e.mu.Unlock()
-	errs := []error{err}
-	for _, d := range e.sources.DownloadErrors() {
-		if err == nil || !strings.Contains(err.Error(), d.Error()) {
-			errs = append(errs, d)
-		}
+	downloads := e.sources.DownloadErrors()
+	if errors.Is(err, bundles.ErrNotDownloaded) && len(downloads) > 0 {
+		err = nil // the download errors say why
 	}
-	return errors.Join(errs...)
+	return errors.Join(append([]error{err}, downloads...)...)
 }

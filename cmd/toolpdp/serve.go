@@ -119,6 +119,9 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
 		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
 	}
+	if b := c.Engine.BundleLimits; b.MaxBytes <= 0 || b.MaxEntries <= 0 || c.Engine.DownloadTimeout <= 0 {
+		return fmt.Errorf("%w: --max-bundle-bytes, --max-bundle-entries and --bundle-download-timeout must be positive", errUsage)
+	}
 	if c.whenFull != "drop" && c.whenFull != "block" {
 		return fmt.Errorf("%w: --decision-log-when-full: %q is not drop or block", errUsage, c.whenFull)
 	}

@@ -34,6 +34,14 @@ const failureLogEvery = time.Minute
 
 const maxRedirects = 10
 
+// maxHeaderBytes bounds a bundle server's response headers.
+const maxHeaderBytes = 64 << 10
+
+// maxErrorBytes bounds the error kept and shown for a source: a hostile
+// server chooses its status line and, through OPA's parse errors, some of
+// the text quoted back.
+const maxErrorBytes = 1 << 10
+
 // client is one bundle server's HTTP client: the credentials go only to
 // the origin (scheme, host and port) of the URL given, never to another
 // one a redirect names.
@@ -50,7 +58,11 @@ type client struct {
 func newClient(src string, c Credentials, token *tokenfile.File) (*client, error) {
 	u, err := url.Parse(src)
 	if err != nil {
-		return nil, err
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may hold a credential
+		}
+		return nil, fmt.Errorf("not a URL: %w", err)
 	}
 	if u.Host == "" {
 		return nil, errors.New("a bundle server URL needs a host")
@@ -67,6 +79,7 @@ func newClient(src string, c Credentials, token *tokenfile.File) (*client, error
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsCfg
+	tr.MaxResponseHeaderBytes = maxHeaderBytes
 	cl.http = &http.Client{Transport: &originAuth{base: tr, c: cl}, CheckRedirect: cl.checkRedirect}
 	return cl, nil
 }

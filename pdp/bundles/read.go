@@ -22,12 +22,14 @@ import (
 )
 
 // Defaults of Limits. A bundle's files are held in memory while it loads,
-// and a data document takes up to some forty times its size once parsed
-// (1 MiB of small JSON arrays: about 45 MB), so the default keeps a load of
-// the worst shape, beside the policy that serves, inside the shipped 128 Mi
-// container limit. Agent definitions and guardrails take a few KiB.
+// and a data document takes up to some seventy times its size once parsed
+// and loaded beside the policy that serves (a bundle server sending 512 KB
+// of small JSON arrays, new at every poll, holds the sidecar at 108 MB with
+// the shipped GOMEMLIMIT; 1 MiB of them, at 140 MB), so the default keeps
+// the worst shape inside the shipped 128 Mi container limit. Agent
+// definitions and guardrails take a few KiB.
 const (
-	DefaultMaxBundleBytes   = 1 << 20
+	DefaultMaxBundleBytes   = 512 << 10
 	DefaultMaxBundleEntries = 10000
 )
 
@@ -115,56 +117,98 @@ func readDir(root string, lim Limits, all bool) ([]file, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := newBudget(lim)
-	var out []file
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
+	w := &dirWalk{root: root, realRoot: realRoot, b: newBudget(lim), all: all}
+	if err := w.dir(""); err != nil {
+		return nil, err
+	}
+	return w.out, nil
+}
+
+// dirWalk reads a bundle directory depth first. Each directory is listed
+// a chunk at a time, every name counted as it comes, so a directory of a
+// million files costs no more than the bound before it is refused.
+type dirWalk struct {
+	root, realRoot string
+	b              *budget
+	all            bool
+	out            []file
+}
+
+func (w *dirWalk) dir(rel string) error {
+	entries, err := w.list(rel)
+	if err != nil {
+		return err
+	}
+	for _, d := range entries {
+		if err := w.entry(filepath.Join(rel, d.Name()), d); err != nil {
 			return err
 		}
-		if p == root {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, p)
-		if err := b.entry(rel); err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if strings.HasPrefix(d.Name(), "..") {
-				return filepath.SkipDir // kubelet's timestamped dirs: ..data already chose one
-			}
-			return nil
-		}
-		target := p
-		if d.Type()&fs.ModeSymlink != 0 {
-			if target, err = symlinkInside(realRoot, p); err != nil {
-				return fmt.Errorf("%s: %w", rel, err)
-			}
-		}
-		info, err := os.Lstat(target)
-		if err != nil {
-			return fmt.Errorf("%s: %w", rel, err)
-		}
-		if !info.Mode().IsRegular() {
-			return fmt.Errorf("%s: %s: a bundle holds only regular files and directories", rel, kindOf(info.Mode()))
-		}
-		slashed := "/" + filepath.ToSlash(rel)
-		if !all && !opaReads(slashed) {
-			return b.take(rel, info.Size())
-		}
-		data, err := readRegular(target, b.left())
-		if err != nil {
-			return fmt.Errorf("%s: %w", rel, err)
-		}
-		if err := b.take(rel, int64(len(data))); err != nil {
-			return err
-		}
-		out = append(out, file{path: slashed, url: filepath.Join(root, slashed), data: data})
-		return nil
-	})
+	}
+	return nil
+}
+
+// list lists one directory, sorted, counting each entry against the bound.
+func (w *dirWalk) list(rel string) ([]fs.DirEntry, error) {
+	f, err := os.Open(filepath.Join(w.root, rel))
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	defer f.Close()
+	var all []fs.DirEntry
+	for {
+		chunk, err := f.ReadDir(256)
+		for _, d := range chunk {
+			if err := w.b.entry(filepath.Join(rel, d.Name())); err != nil {
+				return nil, err
+			}
+		}
+		all = append(all, chunk...)
+		if errors.Is(err, io.EOF) || (err == nil && len(chunk) == 0) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Name() < all[j].Name() })
+	return all, nil
+}
+
+func (w *dirWalk) entry(rel string, d fs.DirEntry) error {
+	p := filepath.Join(w.root, rel)
+	if d.IsDir() {
+		if strings.HasPrefix(d.Name(), "..") {
+			return nil // kubelet's timestamped dirs: ..data already chose one
+		}
+		return w.dir(rel)
+	}
+	target := p
+	if d.Type()&fs.ModeSymlink != 0 {
+		var err error
+		if target, err = symlinkInside(w.realRoot, p); err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
+		}
+	}
+	info, err := os.Lstat(target)
+	if err != nil {
+		return fmt.Errorf("%s: %w", rel, err)
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%s: %s: a bundle holds only regular files and directories", rel, kindOf(info.Mode()))
+	}
+	slashed := "/" + filepath.ToSlash(rel)
+	if !w.all && !opaReads(slashed) {
+		return w.b.take(rel, info.Size())
+	}
+	data, err := readRegular(target, w.b.left())
+	if err != nil {
+		return fmt.Errorf("%s: %w", rel, err)
+	}
+	if err := w.b.take(rel, int64(len(data))); err != nil {
+		return err
+	}
+	w.out = append(w.out, file{path: slashed, url: filepath.Join(w.root, slashed), data: data})
+	return nil
 }
 
 // symlinkInside resolves a symlink that must lead to a file inside root.
@@ -240,7 +284,10 @@ func readTarball(r io.Reader, baseURL string, lim Limits, all bool) ([]file, err
 	if err != nil {
 		return nil, fmt.Errorf("not a .tar.gz bundle: %w", err)
 	}
-	tr := tar.NewReader(gz)
+	// What the tar reader consumes without returning — headers, padding,
+	// PAX records, long names — is bounded as well: a stream of them never
+	// reaches the entry count.
+	tr := tar.NewReader(&boundedReader{r: gz, left: b.MaxBytes + int64(b.MaxEntries)*2048 + 1<<20})
 	var out []file
 	for {
 		h, err := tr.Next()
@@ -254,7 +301,7 @@ func readTarball(r io.Reader, baseURL string, lim Limits, all bool) ([]file, err
 			return nil, err
 		}
 		switch h.Typeflag {
-		case tar.TypeDir:
+		case tar.TypeDir, tar.TypeXGlobalHeader: // a directory; a comment (git archive writes its commit id)
 			continue
 		case tar.TypeReg:
 		default:
@@ -272,6 +319,24 @@ func readTarball(r io.Reader, baseURL string, lim Limits, all bool) ([]file, err
 		}
 		out = append(out, file{path: h.Name, url: strings.TrimSuffix(baseURL, "/") + "/" + strings.TrimPrefix(h.Name, "/"), data: data})
 	}
+}
+
+// boundedReader fails once more than left bytes are read.
+type boundedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("%w: more bytes once decompressed than its bound allows (--max-bundle-bytes)", ErrTooLarge)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // unexpected names a stream that ended early as such.

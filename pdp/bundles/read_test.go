@@ -141,3 +141,40 @@ func TestDigestIsOfContent(t *testing.T) {
 }
 
 func tarGz(t *testing.T, files map[string]string) []byte { return testkit.Tarball(t, files) }
+
+// What the tar reader reads without returning an entry — here PAX headers
+// by the thousand — is bounded too; a PAX global header (git archive's
+// commit id) is no entry of the bundle.
+func TestTarballMetadataIsBounded(t *testing.T) {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header", PAXRecords: map[string]string{"comment": "abc123"}})
+	body := []byte(guard)
+	_ = tw.WriteHeader(&tar.Header{Name: "/g/x.rego", Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+	tw.Write(body)
+	tw.Close()
+	gz.Close()
+	if files, err := readTarball(bytes.NewReader(buf.Bytes()), "", Limits{}, false); err != nil || len(files) != 1 {
+		t.Fatalf("a global header: %v, %d files", err, len(files))
+	}
+
+	// One PAX header block and its records, without the file header after
+	// them, repeated: the reader loops through them returning nothing.
+	var one bytes.Buffer
+	tw = tar.NewWriter(&one)
+	_ = tw.WriteHeader(&tar.Header{Name: "/g/x", Mode: 0o644, Typeflag: tar.TypeReg, PAXRecords: map[string]string{"comment": strings.Repeat("p", 100000)}})
+	tw.Flush()
+	pax := one.Bytes()[:one.Len()-512]
+	buf.Reset()
+	gz = gzip.NewWriter(&buf)
+	for range 400 {
+		gz.Write(pax)
+	}
+	gz.Write(one.Bytes()[one.Len()-512:])
+	gz.Close()
+	_, err := readTarball(bytes.NewReader(buf.Bytes()), "", Limits{MaxBytes: 1 << 20, MaxEntries: 10}, false)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("%v", err)
+	}
+}

@@ -2,6 +2,7 @@ package bundles
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolpdp/toolpdp/internal/clip"
 	"github.com/toolpdp/toolpdp/pdp/tokenfile"
 )
 
@@ -199,6 +201,7 @@ func (s *Sources) poll(ctx context.Context, p *poller, log *slog.Logger, failed 
 	r := s.remote[p.src]
 	now := s.now()
 	if err != nil {
+		err = clipped(err)
 		news := r.err == nil || r.err.Error() != err.Error()
 		r.err, r.everErr = err, err // the last good download, if any, stays
 		r.log.failed(log, p.c.name, err, now)
@@ -220,6 +223,14 @@ func (s *Sources) poll(ctx context.Context, p *poller, log *slog.Logger, failed 
 	}
 	r.bundle, r.digest, r.everErr = b.b, b.digest, nil
 	return true
+}
+
+// clipped is err with its text cut to maxErrorBytes.
+func clipped(err error) error {
+	if msg := err.Error(); len(msg) > maxErrorBytes {
+		return errors.New(clip.Middle(msg, maxErrorBytes))
+	}
+	return err
 }
 
 type bundleValue struct {

@@ -127,8 +127,9 @@ func (s *Sources) read(p string) (*Bundle, error) {
 		return nil, fmt.Errorf("bundle %s: %w", name, ErrNotDownloaded)
 	case b == nil:
 		// Still a start-up state: the failure itself is reported (and
-		// counted) as the download's, not again as a rejected load.
-		return nil, fmt.Errorf("bundle %s: %w: %w", name, ErrNotDownloaded, failed)
+		// counted) as the download's (DownloadErrors), not again as a
+		// rejected load.
+		return nil, fmt.Errorf("bundle %s: %w (the last download failed)", name, ErrNotDownloaded)
 	}
 	// Shared, not copied: a downloaded bundle got its roots on arrival and
 	// nothing changes it after.

@@ -77,19 +77,27 @@ func (w *Workspaces) identify(ctx context.Context) (string, bool) {
 }
 
 // match finds the workspace of a token: every token is compared, in
-// constant time. A file that holds no valid token now matches nothing.
+// constant time. A file that holds no valid token now matches nothing, and
+// a token that two workspaces' files both hold (a copy-paste in a Secret)
+// binds to neither: which one it meant cannot be known.
 func (w *Workspaces) match(token string) (string, bool) {
-	found, ok := "", false
+	found := map[string]bool{}
 	for known, ws := range w.Tokens {
 		if subtle.ConstantTimeCompare([]byte(token), []byte(known)) == 1 {
-			found, ok = ws, true
+			found[ws] = true
 		}
 	}
 	for ws, f := range w.Files {
 		known, err := f.Token()
 		if err == nil && known != "" && subtle.ConstantTimeCompare([]byte(token), []byte(known)) == 1 {
-			found, ok = ws, true
+			found[ws] = true
 		}
 	}
-	return found, ok
+	if len(found) != 1 {
+		return "", false
+	}
+	for ws := range found {
+		return ws, true
+	}
+	return "", false
 }

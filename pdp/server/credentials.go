@@ -59,10 +59,21 @@ func (s *Server) workspaceBinding(mtls bool, specs []string) (*grpcapi.Workspace
 		if err != nil {
 			return nil, err
 		}
+		for other, g := range w.Files {
+			if mustToken(f) == mustToken(g) {
+				return nil, fmt.Errorf("%w: --workspace-token %s and %s hold the same token: each workspace needs its own", ErrUsage, other, ws)
+			}
+		}
 		w.Files[ws] = f
 		s.tokens = append(s.tokens, f)
 	}
 	return w, nil
+}
+
+// mustToken is the token of a file Open has read.
+func mustToken(f *tokenfile.File) string {
+	t, _ := f.Token()
+	return t
 }
 
 // reloadOn re-reads bundles and credentials at each signal until ctx ends.
