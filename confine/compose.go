@@ -130,6 +130,14 @@ func compose(rep *Report, spec *Spec, p *plan, flags uintptr, nsErr error, st st
 	} else {
 		rep.notEnforced(PartCwd, false, "no cwd pinned: the caller's")
 	}
+	switch {
+	case done[stepProc]:
+		rep.enforced(PartProc, false, "a /proc of the run's PID namespace")
+	case st.Failed[stepProc] != "":
+		rep.notEnforced(PartProc, false, st.Failed[stepProc]+": /proc shows the caller's processes (their command lines; Landlock keeps the rest out of reach)")
+	default:
+		rep.notEnforced(PartProc, false, "no PID and mount namespace: /proc shows the caller's processes")
+	}
 	var ipc []string
 	if k.IPCNamespace {
 		ipc = append(ipc, "IPC namespace")

@@ -59,7 +59,8 @@ const (
 	PartEnvironment     = "environment"  // exactly the constructed environment, plus TMPDIR
 	PartTempDir         = "tmpdir"       // a private TMPDIR, removed afterwards
 	PartCwd             = "cwd"
-	PartIPC             = "ipc" // signals and abstract sockets stay inside the run
+	PartIPC             = "ipc"  // signals and abstract sockets stay inside the run
+	PartProc            = "proc" // /proc shows the run's processes only
 )
 
 func (r *Report) part(name string) *Part {

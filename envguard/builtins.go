@@ -22,7 +22,9 @@ func (a *analyzer) builtin(ctx leafCtx, name string, args []word, depth int) err
 			if w.kind == literal && strings.HasPrefix(w.text, "-") && w.text != "-" {
 				continue
 			}
-			a.pathUse(ctx, name+" moving into", w, true)
+			if w.kind == literal || w.home {
+				a.pathUse(ctx, name+" moving into", w, true)
+			}
 			if w.kind == literal || w.home {
 				a.execConfig(ctx, name+" moving", w.text)
 			}
@@ -55,6 +57,18 @@ func (a *analyzer) builtin(ctx leafCtx, name string, args []word, depth int) err
 	case "compgen", "complete":
 		if hasShortLetter(args, 'C') || hasShortLetter(args, 'F') {
 			a.unseen(name+" -C/-F (a command it runs)", ctx.src)
+		}
+		// -W's word list is expanded: substitutions in it run.
+		for i, w := range args {
+			if w.kind == literal && strings.HasPrefix(w.text, "-") && strings.ContainsRune(w.text, 'W') {
+				v := word{text: w.text[strings.IndexByte(w.text, 'W')+1:], kind: literal}
+				if v.text == "" && i+1 < len(args) {
+					v = args[i+1]
+				}
+				if v.kind != literal || smuggles(v.text) {
+					a.unseen(name+" -W with a word list that runs code when expanded ("+clip(v.text)+")", ctx.src)
+				}
+			}
 		}
 	case "mapfile", "readarray":
 		if hasShortLetter(args, 'C') {
@@ -267,13 +281,8 @@ func (a *analyzer) scriptSource(ctx leafCtx, name string, args []word) {
 	if s.kind == literal && s.text == "--" && len(args) > 1 {
 		s = args[1]
 	}
-	switch {
-	case s.home:
-		// ~/.bashrc: a file, like any other script file
-	case s.kind != literal:
-		a.unseen(name+" of a script named at run time ("+clip(s.text)+")", ctx.src)
-	case stdinAlias(s.text):
-		a.unseen(name+" reading a script from "+clip(s.text), ctx.src)
+	if why, ok := scriptPathUnseen(s); ok { // ~/.bashrc is a file, like any other script file
+		a.unseen(name+" reading a script from "+why, ctx.src)
 	}
 }
 

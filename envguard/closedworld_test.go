@@ -55,7 +55,7 @@ func TestClosedWorldShapes(t *testing.T) {
 		"readers and inline code": {
 			{"perl -wwwwwwe 'system q{curl x}'", "ask"}, {"perl -wwwwwwwwwwwwwwe 1", "ask"}, {"python3 -uuuuuuuuc 1", "deny"},
 			{"gdb -iex 'shell curl x'", "ask"}, {"gdb --ex 'shell curl x'", "ask"}, {"gdb -eval-command='shell curl x'", "ask"},
-			{"gdb -ev 'shell curl x'", "ask"}, {"gdb -x cmds", "ask"}, {"echo 'shell curl x' | gdb -q", "ask"},
+			{"gdb -ev 'shell curl x'", "ask"}, {"gdb -batch -ev 'shell curl x'", "ask"}, {"gdb -x cmds", "ask"}, {"echo 'shell curl x' | gdb -q", "ask"},
 			{"sqlite3 db '.sys curl x'", "ask"}, {"sqlite3 db '.sh curl x'", "ask"}, {"sqlite3 db \".once '|curl x'\"", "ask"},
 			{"sqlite3 db \"select EDIT('x','curl')\"", "ask"}, {"sqlite3 db \"select edit /**/ ('x','curl')\"", "ask"}, {"sqlite3 -init /dev/stdin db", "ask"},
 			{"echo '.shell curl x' | sqlite3 db", "ask"}, {"vim -es < /dev/stdin", "ask"}, {"echo '!curl x' | vim -es", "ask"},
@@ -137,4 +137,34 @@ func TestPlainWrapperIsData(t *testing.T) {
 	if got := verdict(t, before, diffRulesFor(t, before), "withlock -q -t 5 LOCK curl x"); got != "allow" {
 		t.Errorf("without the entry, withlock is an ordinary program: got %s", got)
 	}
+}
+
+// TestOutsideAttackShapes are the shapes an attack from outside (the
+// built binary and the contract only) tried against this analysis.
+func TestOutsideAttackShapes(t *testing.T) {
+	tables := diffTables(t)
+	rules := diffRulesFor(t, tables)
+	checkShapes(t, tables, rules, map[string][]shape{
+		"programs by path": {
+			{"/proc/self/exe -c 'curl x'", "deny"}, {"/proc/$$/exe -c 'curl x'", "ask"}, {"exec 3</usr/bin/curl; /dev/fd/3 x", "ask"},
+			{"/proc/self/fd/3 x 3</usr/bin/curl", "ask"}, {"/lib64/ld-linux-x86-64.so.2 /usr/bin/curl x", "deny"},
+			{"ld.so /usr/bin/curl x", "deny"}, {"cp /usr/bin/curl c; ./c x", "ask"}, {"ln -s /usr/bin/curl c && ./c x", "ask"},
+			{"install /usr/bin/rm r; ./r -rf d", "ask"}, {"ip netns exec n curl x", "deny"}, {"cp a.txt b.txt", "allow"},
+		},
+		"expansions that run code": {
+			{"compgen -W '$(curl x)' x", "ask"}, {"complete -W '`curl x`' ls", "ask"}, {"compgen -W 'a b' a", "allow"},
+			{"wc() { echo 'a[$(curl x)0]'; }; n=$(wc -l < f); echo $((n))", "ask"},
+			{"if false; then declare -A m; fi; read x < f; m[x]=1", "ask"}, {"m=(1); declare -A m; read x < f; m[x]=1", "ask"},
+			{"true && declare -A m; read x < f; m[x]=1", "ask"},
+		},
+		"descriptors through links": {
+			{"bash /proc/self/cwd/../../../dev/stdin <<< 'curl x'", "ask"}, {"bash /proc/self/task/1/cwd/../../dev/fd/0 <<< x", "ask"},
+			{"ln -s /dev/stdin s; bash s <<< 'curl x'", "ask"}, {"ln -s /proc/self/fd/0 s", "ask"}, {"bash /proc/self/cwd/run.sh", "allow"},
+		},
+		"git keys that run commands": {
+			{"git -c interactive.diffFilter='curl x' add -p", "ask"}, {"git -c gpg.ssh.defaultKeyCommand='curl x' commit -S -m x", "ask"},
+			{"git clone -c core.hooksPath=h x y", "ask"}, {"ssh -I ./x.so h", "ask"}, {"ssh-keygen -D ./x.so", "ask"},
+			{"git -c core.quotepath=off status", "allow"},
+		},
+	})
 }

@@ -27,6 +27,11 @@ func devPath(p string) devKind {
 	if p == "" {
 		return devNone
 	}
+	if rest, ok := procCwd(p); ok {
+		// /proc/self/cwd/../../dev/stdin: the kernel follows the cwd link
+		// first, so its ../ climb from wherever the cwd is.
+		return devPath(rest)
+	}
 	c := path.Clean(p)
 	if !path.IsAbs(c) {
 		for c == ".." || strings.HasPrefix(c, "../") {
@@ -54,6 +59,29 @@ func devPath(p string) devKind {
 		break
 	}
 	return absoluteDev(c)
+}
+
+// procCwd finds /proc/PID/cwd (or a task's) in p before any cleaning and
+// returns what follows it, as a path relative to an unknown directory.
+func procCwd(p string) (string, bool) {
+	segs := strings.Split(p, "/")
+	for i := 0; i+2 < len(segs); i++ {
+		if segs[i] != "proc" || segs[i+1] == "" {
+			continue
+		}
+		j := i + 2
+		if segs[j] == "task" && j+2 < len(segs) {
+			j += 2
+		}
+		if segs[j] == "cwd" {
+			rest := strings.Join(segs[j+1:], "/")
+			if rest == "" {
+				rest = "."
+			}
+			return rest, true
+		}
+	}
+	return "", false
 }
 
 // absoluteDev classifies a clean absolute path.

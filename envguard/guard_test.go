@@ -135,6 +135,7 @@ func TestGuardShapes(t *testing.T) {
 		"protected names spelt as file systems read them": {
 			{"echo x > .git./hooks/pre-commit", "ask"}, {"echo x > '.gi\u200ct/hooks/x'", "ask"}, {"cp a .mcp.j\u017fon", "ask"},
 			{"echo x > '.git::$INDEX_ALLOCATION/config'", "ask"}, {"tee GIT~1/config < x", "ask"}, {"echo x > .gitignore", "allow"},
+			{"echo x >> ~/.CONFIG/git./config", "ask"}, {"echo x > ~/.Bash\u200crc", "ask"},
 		},
 		"found by the red team (outside, binary and contract only)": {
 			{"rm --r -f d", "deny"}, {"rm -r --f d", "deny"}, {"rm --r --f d", "deny"}, {"env -S 'curl\\_x'", "deny"},

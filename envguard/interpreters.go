@@ -14,7 +14,10 @@ func (a *analyzer) interpreter(ctx leafCtx, name string, inline []string, args [
 			return
 		}
 		if w.kind != literal {
-			return // a glob: taken as the script operand
+			if why, ok := scriptPathUnseen(w); ok {
+				a.unseen(name+" reading its program from "+why, ctx.src)
+			}
+			return // the script operand
 		}
 		t := w.text
 		for _, o := range inline {
@@ -112,7 +115,7 @@ func gdbOption(arg, o string) bool {
 	}
 	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
 	full := strings.TrimLeft(o, "-")
-	return name == full || len(name) >= 3 && len(full) > 3 && strings.HasPrefix(full, name)
+	return name == full || len(name) >= 2 && len(full) > 3 && strings.HasPrefix(full, name)
 }
 
 // sqliteDanger are sqlite3's dot-commands that run a program, read or write

@@ -215,6 +215,11 @@ func (r *Rules) Match(t *Tables, a *Analysis) []Match {
 		}
 		canon := t.canonicalName(l.Name)
 		for _, c := range r.rules {
+			if copiers[canon] && copiesProgram(l.words[1:], c.program) {
+				// cp /usr/bin/curl c; ./c x: the copy runs under another name.
+				out = append(out, Match{List: c.list, Rule: c.text, Leaf: i, Certain: false})
+				continue
+			}
 			if !sameProgram(l.Name, c.program) && !sameProgram(canon, c.program) {
 				continue
 			}
@@ -224,6 +229,27 @@ func (r *Rules) Match(t *Tables, a *Analysis) []Match {
 		}
 	}
 	return out
+}
+
+// copiers are programs that copy or link a file under another name.
+var copiers = map[string]bool{"cp": true, "ln": true, "link": true, "install": true, "mv": true, "rsync": true, "dd": true}
+
+// copiesProgram reports an operand that names the rule's program by path
+// (/usr/bin/curl, $(which curl) aside): its copy would run unchecked.
+func copiesProgram(args []word, program string) bool {
+	for _, w := range args {
+		if w.kind != literal || !strings.Contains(w.text, "/") {
+			continue
+		}
+		_, v, ok := strings.Cut(w.text, "=")
+		if !ok {
+			v = w.text
+		}
+		if sameProgram(baseName(v), program) {
+			return true
+		}
+	}
+	return false
 }
 
 // matchLeaf matches a rule against a leaf's arguments: for a program of

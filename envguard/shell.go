@@ -168,7 +168,14 @@ func (a *analyzer) script(cmd string, depth int) error {
 	}
 	outer := a.sc
 	a.sc = newScope(a, cmd, file)
+	if outer != nil {
+		// A nested shell sees the functions exported to it.
+		for n := range outer.names {
+			a.sc.names[n] = true
+		}
+	}
 	defer func() { a.sc = outer }()
+	a.sc.collect(a, cmd, file)
 	piped := pipeReceivers(file)
 	var walkErr error
 	syntax.Walk(file, func(node syntax.Node) bool {
@@ -422,10 +429,6 @@ func (a *analyzer) redirects(ctx leafCtx, src string, s *syntax.Stmt) {
 // execConfig records a write into a file whose contents programs run
 // (~/.gitconfig, ~/.bashrc, git hooks): it runs at the next such program.
 func (a *analyzer) execConfig(ctx leafCtx, what, p string) {
-	if strings.Contains(strings.ToLower(p), ".config/git/") {
-		a.unseen(what+" into "+clip(p)+" (git's configuration, whose aliases run commands)", ctx.src)
-		return
-	}
 	if name, ok := a.t.tables().execConfig.Match(strings.ReplaceAll(p, "=", "/")); ok { // dd of=~/.bashrc
 		a.unseen(what+" into "+clip(p)+" ("+name+": program configuration, whose files run commands)", ctx.src)
 	}
@@ -451,6 +454,16 @@ func (a *analyzer) leaf(ctx leafCtx, leaf Leaf, words []word, depth int) error {
 	leaf.Dynamic = prog.kind != literal
 	if !leaf.Dynamic {
 		leaf.Name = path.Base(prog.text)
+		switch {
+		case devPath(prog.text) != devNone:
+			// /dev/fd/3 after exec 3</usr/bin/curl: a program run through
+			// a descriptor is whatever that descriptor holds.
+			leaf.Dynamic = true
+		case procExe(prog.text):
+			// /proc/self/exe is the shell running the command.
+			leaf.Name = "bash"
+			words = append([]word{{text: "bash", kind: literal}}, words[1:]...)
+		}
 		if sub, ok := a.dashed(leaf.Name); ok {
 			// /usr/lib/git-core/git-push is git push.
 			leaf.Name = sub[0]
@@ -464,6 +477,14 @@ func (a *analyzer) leaf(ctx leafCtx, leaf Leaf, words []word, depth int) error {
 		return nil
 	}
 	return a.runs(ctx, leaf.Name, words, depth)
+}
+
+// procExe reports /proc/PID/exe (or a task's): the running program's own
+// binary.
+func procExe(p string) bool {
+	segs := strings.Split(strings.TrimPrefix(path.Clean(p), "/"), "/")
+	n := len(segs)
+	return n >= 3 && segs[0] == "proc" && segs[n-1] == "exe" && (n == 3 || n == 5 && segs[2] == "task")
 }
 
 // dashed splits git-push into git and push, for a program of the

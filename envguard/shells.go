@@ -166,14 +166,36 @@ func (a *analyzer) scriptOperand(ctx leafCtx, name string, operands []word) {
 		a.stdinScript(ctx, name+" reading its script from stdin")
 		return
 	}
-	s := operands[0]
-	switch {
-	case s.home:
-	case s.kind == opaque:
-		a.unseen(name+" running a script named at run time ("+clip(s.text)+")", ctx.src)
-	case s.kind == literal && stdinAlias(s.text):
-		a.unseen(name+" reading its script from "+clip(s.text), ctx.src)
+	if why, ok := scriptPathUnseen(operands[0]); ok {
+		a.unseen(name+" reading its script from "+why, ctx.src)
 	}
+}
+
+// scriptPathUnseen reports a script path that could name a descriptor or
+// a connection rather than a file: one of them by any spelling, a word
+// known only at run time, a glob (/dev/std*), or a home path climbing out
+// of it (~/../../dev/stdin).
+func scriptPathUnseen(w word) (string, bool) {
+	switch {
+	case w.home:
+		rest := w.text
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			rest = rest[i+1:]
+		} else {
+			rest = ""
+		}
+		if strings.Contains("/"+rest+"/", "/../") || stdinAlias(rest) {
+			return clip(w.text) + ", which may be a descriptor", true
+		}
+		return "", false
+	case w.kind == opaque:
+		return "a name known only at run time (" + clip(w.text) + ")", true
+	case w.kind == pattern:
+		return "a glob (" + clip(w.text) + "), which may match a descriptor", true
+	case stdinAlias(w.text):
+		return clip(w.text), true
+	}
+	return "", false
 }
 
 // stdinScript records a program reading code from its stdin, unless stdin

@@ -132,7 +132,8 @@ type SubcommandSpec struct {
 // compiled is what Validate builds from the tables, once per bundle.
 type compiled struct {
 	wrappers      map[string]wrapper
-	runners       map[string]bool
+	runners       map[string]bool // "program" or "program subcommand"
+	subRunners    map[string]bool // programs with a "program subcommand" runner
 	readers       map[string]bool
 	shellVars     map[string]bool
 	unseenOptions map[string]bool
@@ -232,6 +233,7 @@ func (t *Tables) compile() (*compiled, error) {
 	c := &compiled{
 		wrappers:      make(map[string]wrapper, len(t.Wrappers)),
 		runners:       set(t.Runners),
+		subRunners:    map[string]bool{},
 		readers:       set(t.CommandReaders),
 		shellVars:     set(t.ShellVariables),
 		unseenOptions: set(t.UnseenShellOptions),
@@ -246,6 +248,11 @@ func (t *Tables) compile() (*compiled, error) {
 		patternOpts:   t.PatternOptions,
 		patternOps:    t.PatternOperands,
 		execConfig:    protectednames.New(t.ExecConfigFiles),
+	}
+	for _, r := range t.Runners {
+		if prog, _, ok := strings.Cut(r, " "); ok {
+			c.subRunners[prog] = true
+		}
 	}
 	for _, v := range t.InertShellVariables {
 		delete(c.shellVars, v)
@@ -362,6 +369,9 @@ func (t *Tables) canonicalName(name string) string {
 		return a
 	}
 	n := name
+	if loader.MatchString(n) {
+		return "ld.so" // ld-linux-x86-64.so.2 PROGRAM runs PROGRAM
+	}
 	if m := triplet.FindStringIndex(n); m != nil {
 		n = n[m[1]:]
 	}
@@ -377,6 +387,7 @@ func (t *Tables) canonicalName(name string) string {
 var (
 	triplet     = regexp.MustCompile(`^[a-z0-9_]+-(?:[a-z0-9_]+-)?linux-[a-z0-9_]+-`)
 	dashVersion = regexp.MustCompile(`-[0-9]+(?:\.[0-9]+)*$`)
+	loader      = regexp.MustCompile(`^ld(?:-[A-Za-z0-9_.-]+)?\.so(?:\.[0-9]+)*$`)
 )
 
 // inline returns the inline-code options of an interpreter.

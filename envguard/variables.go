@@ -14,6 +14,13 @@ type scope struct {
 	values map[string][]string // name -> the literal values assigned
 	assoc  map[string]assocDecl
 	funcs  [][2]int // function bodies, by offset
+	// names are the functions the script defines: a program of the
+	// numeric_output table so named is the function.
+	names map[string]bool
+	// top are the declarations that run whenever their script or
+	// function body does: direct statements of it, not inside a
+	// conditional, a list or a subshell.
+	top map[*syntax.DeclClause]bool
 }
 
 // assocDecl is where `declare -A NAME` is: its offset and the function
@@ -24,15 +31,30 @@ type assocDecl struct {
 }
 
 func newScope(a *analyzer, src string, file *syntax.File) *scope {
-	sc := &scope{vars: map[string]bool{}, values: map[string][]string{}, assoc: map[string]assocDecl{}}
+	sc := &scope{vars: map[string]bool{}, values: map[string][]string{}, assoc: map[string]assocDecl{}, names: map[string]bool{},
+		top: map[*syntax.DeclClause]bool{}}
+	sc.topLevel(file.Stmts)
 	syntax.Walk(file, func(n syntax.Node) bool {
 		if f, ok := n.(*syntax.FuncDecl); ok && f.Body != nil {
 			sc.funcs = append(sc.funcs, [2]int{int(f.Body.Pos().Offset()), int(f.Body.End().Offset())})
+			if f.Name != nil {
+				sc.names[f.Name.Value] = true
+			}
+			if b, ok := f.Body.Cmd.(*syntax.Block); ok {
+				sc.topLevel(b.Stmts)
+			}
 		}
 		return true
 	})
-	sc.collect(a, src, file)
 	return sc
+}
+
+func (sc *scope) topLevel(stmts []*syntax.Stmt) {
+	for _, st := range stmts {
+		if d, ok := st.Cmd.(*syntax.DeclClause); ok && !st.Background && !st.Coprocess && !st.Negated {
+			sc.top[d] = true
+		}
+	}
 }
 
 // fn is the innermost function body holding offset, -1 for none.
@@ -311,10 +333,15 @@ func (sc *scope) declared(src string, d *syntax.DeclClause) {
 		}
 		name := as.Name.Value
 		prev, seen := sc.assoc[name]
+		_, assigned := sc.vars[name]
 		switch {
-		case assoc && !seen:
+		case assoc && !seen && sc.top[d] && !assigned:
 			off := int(d.Pos().Offset())
 			sc.assoc[name] = assocDecl{at: off, fn: sc.fn(off)}
+		case assoc && !seen:
+			// declared where it may not run, or over an array bash
+			// cannot convert: not always associative
+			sc.assoc[name] = assocDecl{bad: true}
 		case assoc:
 		case seen || d.Variant.Value == "local" || d.Variant.Value == "declare" || d.Variant.Value == "typeset":
 			// declared again without -A: not always associative
@@ -427,6 +454,9 @@ func (a *analyzer) numericSubst(src string, cs *syntax.CmdSubst) bool {
 		default:
 			return false
 		}
+	}
+	if name := wordOf(src, call.Args[0]); a.sc != nil && a.sc.names[name.text] {
+		return false // a function of the script, not the program
 	}
 	argv := make([]string, len(call.Args))
 	for i, w := range call.Args {

@@ -216,6 +216,9 @@ func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error
 	if c.runners[name] || c.runners[canon] {
 		return a.runner(ctx, name, args, depth)
 	}
+	if rest, ok := a.subRunner(canon, args); ok {
+		return a.runner(ctx, name, rest, depth)
+	}
 	w, ok := c.wrappers[name]
 	if !ok {
 		w, ok = c.wrappers[canon]
@@ -224,6 +227,38 @@ func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error
 		return nil
 	}
 	return a.wrap(ctx, name, w, args, depth)
+}
+
+// subRunner reports a runner of one subcommand ("npm exec", "docker
+// run") and the words after it. For a program of the subcommands table a
+// subcommand it cannot tell may be any of them: every word is a command.
+func (a *analyzer) subRunner(canon string, args []word) ([]word, bool) {
+	c := a.t.tables()
+	if !c.subRunners[canon] {
+		return nil, false
+	}
+	if sc := c.subcommands[canon]; sc != nil {
+		at, sub, told := sc.find(args)
+		if !told {
+			return args, true
+		}
+		if sub != "" && c.runners[canon+" "+sub] {
+			return args[at+1:], true
+		}
+		return nil, false
+	}
+	for i, w := range args {
+		if w.kind != literal {
+			return args[i:], true
+		}
+		if c.runners[canon+" "+w.text] {
+			return args[i+1:], true
+		}
+		if !strings.HasPrefix(w.text, "-") {
+			return nil, false
+		}
+	}
+	return nil, false
 }
 
 // programChecks records what a program's arguments run or write that no
@@ -243,6 +278,12 @@ func (a *analyzer) programChecks(ctx leafCtx, name, canon string, args []word) {
 		}
 	}
 	switch canon {
+	case "ln", "link":
+		for _, w := range args {
+			if w.kind == literal && devPath(w.text) != devNone {
+				a.unseen(name+" linking to a descriptor ("+clip(w.text)+"), which a script may then be read from", ctx.src)
+			}
+		}
 	case "vim", "ex":
 		a.vim(ctx, canon, args)
 	case "make":

@@ -6,26 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// bundleDir writes files (path → content) as a bundle directory.
-func bundleDir(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for p, content := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
+	"github.com/toolpdp/toolpdp/internal/testkit"
+)
 
 func runCmd(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()
@@ -51,7 +36,7 @@ func TestCheckRejectsInvalidDefinitions(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			dir := bundleDir(t, map[string]string{"agents/coder/data.json": string(c.Definition)})
+			dir := testkit.WriteBundle(t, map[string]string{"agents/coder/data.json": string(c.Definition)})
 			_, _, err := runCmd(t, "", "check", dir)
 			want := "agents/coder/data.json: agent 'coder': " + c.Want
 			if err == nil || !strings.Contains(err.Error(), want) {
@@ -62,7 +47,7 @@ func TestCheckRejectsInvalidDefinitions(t *testing.T) {
 }
 
 func TestCheckAcceptsValidBundleAndRefusesUnknownKeys(t *testing.T) {
-	dir := bundleDir(t, map[string]string{
+	dir := testkit.WriteBundle(t, map[string]string{
 		".manifest":        `{"revision": "v7", "roots": ["agents"]}`,
 		"agents/data.json": `{"coder": {"version": 3, "tools": [{"type": "agent_toolset"}], "x-colour": "blue"}}`,
 	})
@@ -70,7 +55,7 @@ func TestCheckAcceptsValidBundleAndRefusesUnknownKeys(t *testing.T) {
 	if err != nil || !strings.Contains(out, `revision "library-0.1.0,v7"`) {
 		t.Fatalf("check: %v\n%s", err, out)
 	}
-	dir = bundleDir(t, map[string]string{"agents/data.json": `{"coder": {"version": 3, "colour": "blue"}}`})
+	dir = testkit.WriteBundle(t, map[string]string{"agents/data.json": `{"coder": {"version": 3, "colour": "blue"}}`})
 	_, _, err = runCmd(t, "", "check", dir)
 	var coded codedError
 	if !errors.As(err, &coded) || coded.code != exitInvalid || !strings.Contains(err.Error(), dir+"/agents/data.json: agent 'coder': colour: unknown key") {
@@ -79,7 +64,7 @@ func TestCheckAcceptsValidBundleAndRefusesUnknownKeys(t *testing.T) {
 }
 
 func TestCheckReportsEveryErrorAtOnce(t *testing.T) {
-	dir := bundleDir(t, map[string]string{"agents/data.json": `{
+	dir := testkit.WriteBundle(t, map[string]string{"agents/data.json": `{
 		"a": {"permission_callback": 1},
 		"b": {"tools": [{"type": "custom", "name": "Read"}]}}`})
 	_, _, err := runCmd(t, "", "check", dir)
@@ -89,7 +74,7 @@ func TestCheckReportsEveryErrorAtOnce(t *testing.T) {
 }
 
 func TestCheckRejectsBrokenRegoWithFileAndLine(t *testing.T) {
-	dir := bundleDir(t, map[string]string{"guardrails/team/team.rego": "package guardrails.team\n\ndeny contains msg if {\n  msg := \n}\n"})
+	dir := testkit.WriteBundle(t, map[string]string{"guardrails/team/team.rego": "package guardrails.team\n\ndeny contains msg if {\n  msg := \n}\n"})
 	_, _, err := runCmd(t, "", "check", dir)
 	if err == nil || !strings.Contains(err.Error(), "team.rego:5") {
 		t.Fatalf("got %v", err)
@@ -99,7 +84,7 @@ func TestCheckRejectsBrokenRegoWithFileAndLine(t *testing.T) {
 // A user bundle may not write into the library's packages unless it
 // replaces the whole library.
 func TestCheckRejectsWritesIntoTheLibrary(t *testing.T) {
-	dir := bundleDir(t, map[string]string{
+	dir := testkit.WriteBundle(t, map[string]string{
 		".manifest": `{"roots": ["toolpdp/permission", "agents"]}`,
 		"evil.rego": "package toolpdp.permission\n\nimport rego.v1\n\nreason := {\"effect\": \"allow\"}\n",
 	})
@@ -108,14 +93,14 @@ func TestCheckRejectsWritesIntoTheLibrary(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	// Without a manifest the roots are inferred from the packages: same answer.
-	dir = bundleDir(t, map[string]string{"evil.rego": "package toolpdp.permission\n\nimport rego.v1\n\nx := 1\n"})
+	dir = testkit.WriteBundle(t, map[string]string{"evil.rego": "package toolpdp.permission\n\nimport rego.v1\n\nx := 1\n"})
 	if _, _, err := runCmd(t, "", "check", dir); err == nil || !strings.Contains(err.Error(), "library") {
 		t.Fatalf("inferred roots: got %v", err)
 	}
 }
 
 func TestDecidePrintsResponseWithReasons(t *testing.T) {
-	dir := bundleDir(t, map[string]string{"agents/data.json": `{"coder": {"tools": [{"type": "agent_toolset", "configs": [{"name": "bash", "permission_policy": {"type": "always_ask"}}]}]}}`})
+	dir := testkit.WriteBundle(t, map[string]string{"agents/data.json": `{"coder": {"tools": [{"type": "agent_toolset", "configs": [{"name": "bash", "permission_policy": {"type": "always_ask"}}]}]}}`})
 	out, _, err := runCmd(t, `{"agentId": "coder", "toolName": "bash", "args": {"command": "ls"}}`, "decide", "--bundle", dir)
 	if err != nil {
 		t.Fatal(err)
@@ -152,8 +137,8 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestCheckRejectsOverlappingRoots(t *testing.T) {
-	a := bundleDir(t, map[string]string{".manifest": `{"roots": ["agents"]}`, "agents/data.json": `{"a": {}}`})
-	b := bundleDir(t, map[string]string{".manifest": `{"roots": ["agents/b"]}`, "agents/b/data.json": `{}`})
+	a := testkit.WriteBundle(t, map[string]string{".manifest": `{"roots": ["agents"]}`, "agents/data.json": `{"a": {}}`})
+	b := testkit.WriteBundle(t, map[string]string{".manifest": `{"roots": ["agents/b"]}`, "agents/b/data.json": `{}`})
 	_, _, err := runCmd(t, "", "check", a, b)
 	if err == nil || !strings.Contains(err.Error(), "cannot be combined") || !strings.Contains(err.Error(), "overlap") {
 		t.Fatalf("got %v", err)
@@ -168,7 +153,7 @@ func TestTestCommandWithCoverage(t *testing.T) {
 	if !strings.Contains(out, "PASS: 2/2") || !strings.Contains(out, "coverage:") || !strings.Contains(out, "secrets.rego") {
 		t.Fatalf("output:\n%s", out)
 	}
-	failing := bundleDir(t, map[string]string{"guardrails/x/x_test.rego": "package guardrails.x_test\n\nimport rego.v1\n\ntest_no if { 1 == 2 }\n"})
+	failing := testkit.WriteBundle(t, map[string]string{"guardrails/x/x_test.rego": "package guardrails.x_test\n\nimport rego.v1\n\ntest_no if { 1 == 2 }\n"})
 	out, _, err = runCmd(t, "", "test", failing)
 	if err == nil || !strings.Contains(out, "FAIL: 1/1") {
 		t.Fatalf("a failing test: err %v\n%s", err, out)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolpdp/toolpdp/internal/testkit"
 )
 
 // --help, -h and help print the usage and succeed, for the root and every
@@ -89,7 +91,7 @@ func TestServeFlagsFromEnv(t *testing.T) {
 
 // check --strict turns warnings into errors.
 func TestCheckStrict(t *testing.T) {
-	dir := bundleDir(t, map[string]string{"agents/coder/data.json": `{"mcp_servers": [{"name": "a__b"}]}`})
+	dir := testkit.WriteBundle(t, map[string]string{"agents/coder/data.json": `{"mcp_servers": [{"name": "a__b"}]}`})
 	out, _, err := runCmd(t, "", "check", dir)
 	if err != nil || !strings.Contains(out, `warning: `+dir+`/agents/coder/data.json: agent 'coder': mcp_servers[0].name: "a__b" contains "__"`) {
 		t.Fatalf("check: %v\n%s", err, out)
@@ -103,7 +105,7 @@ func TestCheckStrict(t *testing.T) {
 // test -v lists passing tests, --run selects, --coverage counts only the
 // bundle's own files.
 func TestTestVerboseRunCoverage(t *testing.T) {
-	dir := bundleDir(t, map[string]string{
+	dir := testkit.WriteBundle(t, map[string]string{
 		"agents/coder/data.json":      `{}`,
 		"guardrails/extra/extra.rego": "package guardrails.extra\n\nimport rego.v1\n\ndeny contains \"no\" if input.tool_name == \"Nope\"\n",
 		"guardrails/extra/extra_test.rego": "package guardrails.extra_test\n\nimport rego.v1\n\n" +
@@ -135,7 +137,7 @@ func TestDecisionTests(t *testing.T) {
 	if err != nil || !strings.Contains(out, "7 of 7 steps PASS") {
 		t.Fatalf("examples/quickstart: %v\n%s", err, out)
 	}
-	dir := bundleDir(t, map[string]string{
+	dir := testkit.WriteBundle(t, map[string]string{
 		"agents/coder/data.json": `{"guardrails": {"deny_commands": ["curl"]}}`,
 		"tests/coder.decisions.json": `{"name": "curl", "steps": [
 			{"request": {"agentId": "coder", "toolName": "Bash", "args": {"command": "curl x"}}, "expect": {"decision": "DECISION_DENY"}},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -14,6 +15,7 @@ import (
 )
 
 const execSynopsis = `toolpdp exec --execution FILE|- [--report FILE] [--best-effort] -- COMMAND [ARG]...
+       toolpdp exec --install-to DIR
 
 Runs COMMAND confined by the kernel to an allowed call's execution (its
 protojson, or a whole DecideResponse that allows): exactly its env (when
@@ -24,7 +26,8 @@ privileges, every process it starts ended with it. It reports on stderr
 (and --report as JSON) what it enforced and what it could not. Exit codes:
 the command's; 126 when the kernel cannot enforce what the execution asks
 for (unless --best-effort) or the run cannot start; 127 when COMMAND is
-not found.`
+not found. --install-to copies this binary to DIR/toolpdp and exits: an
+init container's way of handing it to the agent's container.`
 
 func execCmd(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if confine.IsChild() {
@@ -39,10 +42,17 @@ func execCmd(_ context.Context, args []string, stdin io.Reader, stdout, stderr i
 	execution := fs.String("execution", "", "the allowed call's execution as protojson: a file, or - for stdin")
 	report := fs.String("report", "", "also write the report as JSON to this file")
 	bestEffort := fs.Bool("best-effort", false, "run even when the kernel cannot enforce a part the execution asks for (the report names each)")
+	installTo := fs.String("install-to", "", "copy this binary to `DIR`/toolpdp (mode 0755) and exit")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	argv := fs.Args()
+	if *installTo != "" {
+		if *execution != "" || len(argv) > 0 {
+			return fmt.Errorf("%w: exec: --install-to takes no execution and no command", errUsage)
+		}
+		return installSelf(*installTo, stdout)
+	}
 	switch {
 	case *execution == "":
 		return fmt.Errorf("%w: exec: --execution is required", errUsage)
@@ -125,4 +135,40 @@ func specOf(ex *pb.Execution) (confine.Spec, error) {
 		return s, errors.New("execution.network: " + fmt.Sprintf("%q is not \"none\" or empty", ex.GetNetwork()))
 	}
 	return s, nil
+}
+
+// installSelf copies the running binary to dir/toolpdp, whole or not at
+// all (a temporary file renamed into place).
+func installSelf(dir string, stdout io.Writer) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(dir, ".toolpdp-*")
+	if err != nil {
+		return fmt.Errorf("--install-to: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return fmt.Errorf("--install-to: %w", err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	dst := filepath.Join(dir, "toolpdp")
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("--install-to: %w", err)
+	}
+	fmt.Fprintf(stdout, "installed %s\n", dst)
+	return nil
 }

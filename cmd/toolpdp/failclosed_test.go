@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/toolpdp/toolpdp/internal/testkit"
 )
 
 // runBinary runs the built toolpdp with args and stdin, returning its
@@ -54,7 +56,7 @@ func TestGuardrailShapesDecide(t *testing.T) {
 		{"ask of another type", `ask := 3.5 if input.tool_name == "Write"` + "\n\nask := null if input.tool_name == \"Nope\"", "DECISION_DENY", "guardrails.team.files.ask is the number 3.5"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := bundleDir(t, map[string]string{"team/files.rego": guardrailModule("guardrails.team.files", c.rego),
+			dir := testkit.WriteBundle(t, map[string]string{"team/files.rego": guardrailModule("guardrails.team.files", c.rego),
 				"agents/data.json": `{"default": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`})
 			out, errOut, code := runBinary(t, write, "decide", "--bundle", dir)
 			if code != 0 {
@@ -115,7 +117,7 @@ func TestCheckExitCodes(t *testing.T) {
 		{"does not compile", map[string]string{"g.rego": "package guardrails.team\n\ndeny contains if {"}, 3, []string{"g.rego"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := bundleDir(t, c.files)
+			dir := testkit.WriteBundle(t, c.files)
 			out, errOut, code := runBinary(t, "", "check", dir)
 			if code != c.code {
 				t.Errorf("exit %d, want %d:\n%s%s", code, c.code, out, errOut)
@@ -130,11 +132,11 @@ func TestCheckExitCodes(t *testing.T) {
 	if _, _, code := runBinary(t, "", "check"); code != 2 {
 		t.Errorf("check with no path: exit %d, want 2", code)
 	}
-	failing := bundleDir(t, map[string]string{"g_test.rego": guardrailModule("guardrails.team_test", "test_no if false")})
+	failing := testkit.WriteBundle(t, map[string]string{"g_test.rego": guardrailModule("guardrails.team_test", "test_no if false")})
 	if out, errOut, code := runBinary(t, "", "test", failing); code != 4 {
 		t.Errorf("test with a failing test: exit %d, want 4\n%s%s", code, out, errOut)
 	}
-	if _, _, code := runBinary(t, "", "test", bundleDir(t, map[string]string{"agents/data.json": `{"c": {"colour": 1}}`})); code != 3 {
+	if _, _, code := runBinary(t, "", "test", testkit.WriteBundle(t, map[string]string{"agents/data.json": `{"c": {"colour": 1}}`})); code != 3 {
 		t.Errorf("test of an invalid bundle: exit %d, want 3", code)
 	}
 }

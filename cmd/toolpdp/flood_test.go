@@ -18,6 +18,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -271,7 +272,7 @@ func runFlood(t *testing.T, bin string, shape floodShape, d time.Duration, ceili
 		dir = shape.prepare(t)
 	}
 	sock := filepath.Join(t.TempDir(), "s.sock")
-	args := append([]string{"serve", "--bundle", bundleDir(t, shape.bundle), "--listen", "unix://" + sock, "--metrics-listen", "",
+	args := append([]string{"serve", "--bundle", testkit.WriteBundle(t, shape.bundle), "--listen", "unix://" + sock, "--metrics-listen", "",
 		"--decision-log", filepath.Join(t.TempDir(), "decisions.log")}, shape.args...)
 	f = &flood{p: startBinary(t, bin, args...)}
 	f.conn = dialUnix(t, sock)

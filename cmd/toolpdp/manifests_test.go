@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -95,6 +97,7 @@ type container struct {
 	VolumeMounts []struct {
 		Name      string `yaml:"name"`
 		MountPath string `yaml:"mountPath"`
+		ReadOnly  bool   `yaml:"readOnly"`
 	} `yaml:"volumeMounts"`
 }
 
@@ -134,10 +137,22 @@ func TestKubernetesManifests(t *testing.T) {
 		objects[o.Kind] = o
 	}
 	pod := objects["Deployment"].Spec.Template.Spec
-	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Name != "toolpdp" || pod.InitContainers[0].RestartPolicy != "Always" {
+	var sidecar, installer container
+	for _, c := range pod.InitContainers {
+		switch {
+		case c.Name == "toolpdp" && c.RestartPolicy == "Always":
+			sidecar = c
+		case c.Name == "toolpdp-exec" && c.RestartPolicy == "":
+			installer = c
+		default:
+			t.Errorf("init container %s (restartPolicy %q): want only the toolpdp sidecar and the toolpdp-exec installer", c.Name, c.RestartPolicy)
+		}
+	}
+	if sidecar.Name == "" {
 		t.Fatal("toolpdp must be the native sidecar (an init container with restartPolicy Always)")
 	}
-	sidecar, agent := pod.InitContainers[0], pod.Containers[0]
+	agent := pod.Containers[0]
+	checkExecInstaller(t, installer, agent, sidecar)
 	var approver container
 	for _, c := range pod.Containers {
 		if c.Name == "approver" {
@@ -249,7 +264,7 @@ func TestKubernetesManifests(t *testing.T) {
 	if files[".manifest"] == "" {
 		t.Fatal("the bundle volume has no .manifest")
 	}
-	if out, _, err := runCmd(t, "", "check", bundleDir(t, files)); err != nil {
+	if out, _, err := runCmd(t, "", "check", testkit.WriteBundle(t, files)); err != nil {
 		t.Fatalf("toolpdp check on the ConfigMap's bundle: %v", err)
 	} else if strings.Contains(out, "warning") {
 		t.Fatalf("the example bundle has warnings:\n%s", out)
@@ -308,4 +323,46 @@ func TestKubernetesManifests(t *testing.T) {
 func serveFlagSetOf() *flag.FlagSet {
 	_, fs := serveFlagSet(io.Discard)
 	return fs
+}
+
+// checkExecInstaller: the installer copies the sidecar's own binary (the
+// same image) into a volume the agent mounts read-only, with this very
+// binary's exec --install-to, and the agent is told where it is.
+func checkExecInstaller(t *testing.T, installer, agent, sidecar container) {
+	t.Helper()
+	if installer.Name == "" {
+		t.Fatal("no toolpdp-exec init container hands the agent the toolpdp binary")
+	}
+	if installer.Image != sidecar.Image {
+		t.Errorf("installer image %q, sidecar %q: exec and serve of one version", installer.Image, sidecar.Image)
+	}
+	if len(installer.Args) != 3 || installer.Args[0] != "exec" || installer.Args[1] != "--install-to" {
+		t.Fatalf("installer args %q: want exec --install-to DIR", installer.Args)
+	}
+	dir := installer.Args[2]
+	if installer.mount("toolpdp-bin") != dir || agent.mount("toolpdp-bin") != dir {
+		t.Errorf("toolpdp-bin mounted at %q (installer) and %q (agent), want %s", installer.mount("toolpdp-bin"), agent.mount("toolpdp-bin"), dir)
+	}
+	for _, m := range agent.VolumeMounts {
+		if m.Name == "toolpdp-bin" && !m.ReadOnly {
+			t.Error("the agent mounts toolpdp-bin writable: a command could replace the binary that confines it")
+		}
+	}
+	var execEnv string
+	for _, e := range agent.Env {
+		if e.Name == "TOOLPDP_EXEC" {
+			execEnv = e.Value
+		}
+	}
+	if execEnv != filepath.Join(dir, "toolpdp") {
+		t.Errorf("agent TOOLPDP_EXEC %q, want %s", execEnv, filepath.Join(dir, "toolpdp"))
+	}
+	// The args work with this binary: it installs itself there.
+	out := t.TempDir()
+	if err := run(context.Background(), []string{"exec", "--install-to", out}, nil, io.Discard, io.Discard); err != nil {
+		t.Fatalf("exec --install-to: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(out, "toolpdp")); err != nil || fi.Mode()&0o111 == 0 {
+		t.Errorf("exec --install-to left no executable toolpdp: %v", err)
+	}
 }

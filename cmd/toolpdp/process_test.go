@@ -24,6 +24,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -168,7 +169,7 @@ func TestUnixSocketModeAndGracefulShutdown(t *testing.T) {
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
 	l.Close()
 
-	bundle := bundleDir(t, map[string]string{"agents/data.json": `{"default": {}}`, "guardrails/slow/slow.rego": slowGuardrail})
+	bundle := testkit.WriteBundle(t, map[string]string{"agents/data.json": `{"default": {}}`, "guardrails/slow/slow.rego": slowGuardrail})
 	ml, err := net.Listen("tcp", "127.0.0.1:0") // a free loopback port for /metrics
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -20,9 +21,9 @@ import (
 // A decision log made on one bundle, replayed against a candidate that
 // flips exactly two kinds of decision: replay reports exactly those.
 func TestReplayFindsExactlyTheFlips(t *testing.T) {
-	current := bundleDir(t, map[string]string{".manifest": `{"revision": "old", "roots": ["agents"]}`,
+	current := testkit.WriteBundle(t, map[string]string{".manifest": `{"revision": "old", "roots": ["agents"]}`,
 		"agents/data.json": `{"coder": {"tools": [{"type": "agent_toolset", "configs": [{"name": "bash", "permission_policy": {"type": "always_ask"}}]}]}}`})
-	candidate := bundleDir(t, map[string]string{".manifest": `{"revision": "new", "roots": ["agents", "guardrails"]}`,
+	candidate := testkit.WriteBundle(t, map[string]string{".manifest": `{"revision": "new", "roots": ["agents", "guardrails"]}`,
 		"agents/data.json":     `{"coder": {"tools": [{"type": "agent_toolset", "configs": [{"name": "bash", "permission_policy": {"type": "always_allow"}}]}]}}`,
 		"guardrails/data.json": `{"deny_commands": ["curl"]}`})
 

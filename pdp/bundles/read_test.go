@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
+	"github.com/toolpdp/toolpdp/internal/testkit"
 )
 
 const guard = "package guardrails.x\n\nimport rego.v1\n\ndeny contains \"no\" if false\n"

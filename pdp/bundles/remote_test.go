@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
+	"github.com/toolpdp/toolpdp/internal/testkit"
 )
 
 // watchRemote polls src every 50ms until the test ends, counting changes.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
+	"github.com/toolpdp/toolpdp/internal/testkit"
 )
 
 // TestMessages reads every message a conformance run produces — the

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
-	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -110,6 +110,7 @@ func TestSearchGlobsStayInScope(t *testing.T) {
 		"*/../../outside/*", "~/x/*", "file:///etc/*", strings.Repeat("{a,b}", 9) + "/*", ".e{m..o}v",
 		// Wildcards that match a symlink leading out, or to a protected name.
 		"l*_out/*", "l?nk_out/secret", "[l]ink_out/*", "*/secret", "src/d*/*", "src/*/secret", "src/file_*", "inno*", "{x,l*}/*",
+		"*.c ../outside/*", "*.c\t.env", // some tools split a glob argument at blanks
 	}
 	for _, g := range outside {
 		if d := glob("Glob", "pattern", g); d != pb.Decision_DECISION_DENY {

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
-	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
 )
 
 // BenchmarkChangeToServing is the time from a file change (an atomic

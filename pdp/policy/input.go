@@ -238,7 +238,7 @@ func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, g *compile
 // protected name some alternative could match, "" if none. A glob that
 // cannot be checked is one unresolved path.
 func globTerms(ctx context.Context, arg, access, raw, base, cwd string, walk bool, protected *protectednames.Set) (terms []*ast.Term, could string) {
-	alts, err := envguard.ExpandBraces(raw)
+	alts, err := globAlternatives(raw)
 	if err != nil {
 		// What it could match is unknown: any protected name.
 		if names := protected.Names(); len(names) > 0 {
@@ -282,6 +282,28 @@ func globTerms(ctx context.Context, arg, access, raw, base, cwd string, walk boo
 		}
 	}
 	return terms, could
+}
+
+// globAlternatives are the globs raw can stand for: each alternative of
+// its braces, and, since some tools split a glob argument at blanks
+// ("*.c ../x/*"), those of each blank-separated field too.
+func globAlternatives(raw string) ([]string, error) {
+	alts, err := envguard.ExpandBraces(raw)
+	if err != nil {
+		return nil, err
+	}
+	if fields := strings.Fields(raw); len(fields) > 1 {
+		for _, f := range fields {
+			more, err := envguard.ExpandBraces(f)
+			if err != nil {
+				return nil, err
+			}
+			if alts = append(alts, more...); len(alts) > envguard.MaxGlobAlternatives {
+				return nil, fmt.Errorf("%w: more than %d alternatives", envguard.ErrGlobUncheckable, envguard.MaxGlobAlternatives)
+			}
+		}
+	}
+	return alts, nil
 }
 
 // protectedName is the protected name a path names as written or as

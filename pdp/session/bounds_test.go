@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolpdp/toolpdp/pdp/internal/testkit"
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 

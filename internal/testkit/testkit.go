@@ -1,4 +1,4 @@
-// Package testkit holds what the tests of pdp and of grpcapi share: bundles
+// Package testkit holds what the tests of pdp, grpcapi and cmd share: bundles
 // written to a temporary directory, and small helpers around them.
 package testkit
 
@@ -31,7 +31,7 @@ const SessionAgents = `{"a": {"tools": [{"type": "agent_toolset", "configs": [{"
 func PendingConformance(tb testing.TB) map[string]string {
 	tb.Helper()
 	_, here, _, _ := runtime.Caller(0)
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(here), "../../../testdata/conformance-pending"))
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(here), "../../testdata/conformance-pending"))
 	if os.IsNotExist(err) {
 		return nil
 	}
