@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp/notify"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -46,13 +47,13 @@ func listenAddr(t *testing.T, p *process, what string) string {
 // and a notification, answers with `toolpdp confirm`, and the agent's wait
 // ends within a second carrying the person's message.
 func TestAskEndToEnd(t *testing.T) {
-	bundle := bundleDir(t, map[string]string{
+	bundle := testkit.WriteBundle(t, map[string]string{
 		".manifest":        `{"revision": "e2e", "roots": ["agents"]}`,
 		"agents/data.json": `{"asker": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}]}}`,
 	})
 	const aliceToken = "alice-approver-token-e2e-0123456789"
 	const notifyKey = "notify-key-e2e-0123456789"
-	dir := bundleDir(t, map[string]string{"alice.token": aliceToken + "\n", "notify.key": notifyKey, "agent.token": "agent-workspace-token-0123456789"})
+	dir := testkit.WriteBundle(t, map[string]string{"alice.token": aliceToken + "\n", "notify.key": notifyKey, "agent.token": "agent-workspace-token-0123456789"})
 
 	got := make(chan *http.Request, 10)
 	bodies := make(chan []byte, 10)
