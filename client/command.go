@@ -90,10 +90,9 @@ func Command(ctx context.Context, resp *pb.DecideResponse, opt RunOptions, name 
 	}
 	cmd := exec.CommandContext(ctx, path, append(append(argv, "--", name), args...)...)
 	cmd.ExtraFiles = []*os.File{r}
+	// toolpdp exec gives the command its env itself; toolpdp runs with this
+	// process's, never a constructed one that might load code into it.
 	cmd.Dir = ex.GetCwd()
-	if ex.GetEnvEnforced() {
-		cmd.Env = envList(ex.GetEnv())
-	}
 	return cmd, nil
 }
 

@@ -9,8 +9,10 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
+	"kernel.org/pub/linux/libs/security/libcap/psx"
 )
 
 // childArgv0 names the run's own process: the caller's process starts the
@@ -64,7 +66,8 @@ func IsChild() bool { return len(os.Args) > 0 && os.Args[0] == childArgv0 }
 // mounts, confines itself, reports on fd 4, and on the caller's go
 // starts the command and waits for it. It returns the exit code.
 func Child() int {
-	in := bufio.NewReader(os.NewFile(3, "plan"))
+	planFile := os.NewFile(3, "plan")
+	in := bufio.NewReader(planFile)
 	out := os.NewFile(4, "status")
 	line, err := in.ReadBytes('\n')
 	var p plan
@@ -87,6 +90,11 @@ func Child() int {
 	out.Close()
 	if b, err := in.ReadByte(); err != nil || b != 'g' {
 		return 126 // the caller refused the run
+	}
+	planFile.Close()
+	if err := closeInherited(); err != nil {
+		fmt.Fprintln(os.Stderr, "toolpdp exec:", err)
+		return 126
 	}
 	return runCommand(&p)
 }
@@ -131,27 +139,38 @@ func setUp(p *plan) status {
 	return st
 }
 
-// dropCapabilities leaves this thread (the one that starts the command)
-// no capabilities, and a uid 0 none to gain on exec: the namespaces' setup
-// needed them, the command does not.
+// dropCapabilities leaves every thread of this process (and so the
+// command) no capabilities, and a uid 0 none to gain on exec: the
+// namespaces' setup needed them, the command does not. The process is made
+// non-dumpable too, so the command (its child, in the same domain) cannot
+// ptrace it or read its memory.
 func dropCapabilities() error {
+	allThreads := func(what string, nr, a1, a2, a3 uintptr) error {
+		// prctl reads five arguments: the unused ones must be zero.
+		if _, _, e := psx.Syscall6(nr, a1, a2, a3, 0, 0, 0); e != 0 {
+			return fmt.Errorf("%s: %w", what, e)
+		}
+		return nil
+	}
 	if os.Geteuid() == 0 {
 		// SECBIT_NOROOT, _LOCKED, SECBIT_NO_CAP_AMBIENT_RAISE, _LOCKED
 		// (linux/securebits.h).
 		const bits = 1<<0 | 1<<1 | 1<<6 | 1<<7
-		if err := unix.Prctl(unix.PR_SET_SECUREBITS, bits, 0, 0, 0); err != nil {
-			return fmt.Errorf("securebits: %w", err)
+		if err := allThreads("securebits", unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, bits, 0); err != nil {
+			return err
 		}
 	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		return fmt.Errorf("ambient capabilities: %w", err)
+	if err := allThreads("ambient capabilities", unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
+		return err
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var none [2]unix.CapUserData
-	if err := unix.Capset(&hdr, &none[0]); err != nil {
-		return fmt.Errorf("capset: %w", err)
+	if err := allThreads("capset", unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&none[0])), 0); err != nil {
+		return err
 	}
-	return nil
+	runtime.KeepAlive(&hdr)
+	runtime.KeepAlive(&none)
+	return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 }
 
 func checkNoNewPrivs() error {

@@ -235,6 +235,12 @@ func TestExecConfinesFiles(t *testing.T) {
 		`cat .git/config`,
 		`cat .env && echo READ-ENV`,
 		`echo x > .env && echo WROTE-ENV`,
+		`ln .env env-link && echo LINKED-ENV`,
+		`umount .git && echo UMOUNTED-GIT`,
+		`umount -l .env && echo UMOUNTED-ENV`,
+		`unshare -Urm sh -c 'umount .git; echo x >> .git/config' && echo UNSHARED`,
+		`ls /proc/$$/fd | tr '\n' ' ' | sed 's/^/fds: /'; echo`,
+		`mkdir -p new/.claude && echo made-claude`,
 		`true`,
 	}, "; ")
 	r := runExec(t, bin, tr.execution("none"), nil, nil, "bash", "-c", script)
@@ -244,7 +250,7 @@ func TestExecConfinesFiles(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"WROTE-OUTSIDE", "WROTE-READ-ONLY-ROOT", "secret-outside", "WROTE-GIT-CONFIG", "REMOVED-GIT-CONFIG",
-		"MOVED-GIT", "WROTE-NESTED-GIT", "secret-in-env", "READ-ENV", "WROTE-ENV"} {
+		"MOVED-GIT", "WROTE-NESTED-GIT", "secret-in-env", "READ-ENV", "WROTE-ENV", "LINKED-ENV", "UMOUNTED-GIT", "UMOUNTED-ENV", "UNSHARED"} {
 		if strings.Contains(r.stdout, bad) {
 			t.Errorf("the confined command could: %s\nstdout:\n%s\nstderr:\n%s", bad, r.stdout, r.stderr)
 		}
@@ -260,6 +266,24 @@ func TestExecConfinesFiles(t *testing.T) {
 	}
 	if r.code != 0 {
 		t.Errorf("exit %d, want the command's 0\n%s", r.code, r.stderr)
+	}
+	// The command holds stdin, stdout and stderr, no descriptor of toolpdp's.
+	listed := false
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if fds, ok := strings.CutPrefix(line, "fds: "); ok {
+			listed = true
+			if f := strings.TrimSpace(fds); f != "0 1 2" && f != "0 1 2 255" {
+				t.Errorf("the command inherited descriptors: %s", fds)
+			}
+		}
+	}
+	if !listed {
+		t.Errorf("the command did not list its descriptors:\n%s", r.stdout)
+	}
+	// A protected name the run created is reported (a mount protects only
+	// what exists when the run starts).
+	if created := fmt.Sprint(r.report["created_protected"]); !strings.Contains(created, filepath.Join(tr.work, "new/.claude")) {
+		t.Errorf("created_protected %s does not name new/.claude", created)
 	}
 	// The private TMPDIR is gone after the run.
 	if tmp, _ := r.report["tmpdir"].(string); tmp == "" {

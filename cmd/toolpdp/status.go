@@ -19,7 +19,8 @@ import (
 )
 
 // status asks a running server for its active policy and last reload error.
-// It exits 1 when the last reload was rejected or no policy is loaded.
+// It exits 1 when no policy is loaded, the last reload or a bundle
+// server's last download was rejected, or a bundle server's bundle is stale.
 func status(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", stderr)
 	addr := fs.String("addr", server.DefaultListen, "the server: host:port or unix:///path (env TOOLPDP_ADDR)")
@@ -44,7 +45,12 @@ func status(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	case st.PolicyRevision == "" && len(st.Bundles) == 0:
 		return fmt.Errorf("no policy is loaded")
 	case st.LastError != "":
-		return fmt.Errorf("the last reload was rejected; revision %q keeps serving", st.PolicyRevision)
+		return fmt.Errorf("the last reload or download was rejected; revision %q keeps serving", st.PolicyRevision)
+	}
+	for _, src := range st.Sources {
+		if src.Stale {
+			return fmt.Errorf("bundle %s has not been refreshed for several polls; revision %q may be out of date", src.Name, st.PolicyRevision)
+		}
 	}
 	return nil
 }

@@ -99,14 +99,13 @@ func (s *Sources) initMetricsLocked() {
 // PollNow asks every bundle server to be polled at once (serve's SIGHUP).
 func (s *Sources) PollNow() {
 	s.mu.Lock()
-	ch := s.pollNow
+	kicks := s.pollNow
 	s.mu.Unlock()
-	if ch == nil {
-		return
-	}
-	select {
-	case ch <- struct{}{}:
-	default:
+	for _, ch := range kicks {
+		select {
+		case ch <- struct{}{}:
+		default: // a poll is asked for already
+		}
 	}
 }
 
@@ -118,12 +117,12 @@ type Failed func(source string, err error)
 // failed after every failed one. Each poll sends the last ETag, so an
 // unchanged bundle costs the server a 304.
 func (s *Sources) startRemote(ctx context.Context, every time.Duration, log *slog.Logger, changed func(), failed Failed) error {
+	token := s.Remote.Token
 	var pollers []*poller
 	for _, p := range s.Paths {
 		if !IsRemote(p) {
 			continue
 		}
-		token := s.Remote.Token
 		if token == nil && s.Remote.TokenFile != "" {
 			var err error
 			if token, err = tokenfile.Open(s.Remote.TokenFile, 1, "--bundle-token-file", log); err != nil {
@@ -135,7 +134,7 @@ func (s *Sources) startRemote(ctx context.Context, every time.Duration, log *slo
 		if err != nil {
 			return fmt.Errorf("bundle %s: %w", DisplayName(p), err)
 		}
-		pollers = append(pollers, &poller{src: p, c: c})
+		pollers = append(pollers, &poller{src: p, c: c, kick: make(chan struct{}, 1)})
 	}
 	if len(pollers) == 0 {
 		return nil
@@ -149,37 +148,38 @@ func (s *Sources) startRemote(ctx context.Context, every time.Duration, log *slo
 	if s.remote == nil {
 		s.remote = map[string]*remoteBundle{}
 	}
+	s.pollNow = nil
 	for _, p := range pollers {
 		s.remote[p.src] = &remoteBundle{started: s.now()}
+		s.pollNow = append(s.pollNow, p.kick)
 	}
-	s.pollNow = make(chan struct{}, 1)
-	kick := s.pollNow
 	s.mu.Unlock()
-	// One loop polls every server in turn: a poll of all is what PollNow
-	// asks for, and what changed reports on.
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			for _, p := range pollers {
+	// Each server is polled on its own: one that stalls until the deadline
+	// delays no other.
+	for _, p := range pollers {
+		go func() {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
 				if s.poll(ctx, p, log, failed) {
 					changed()
 				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				case <-p.kick:
+				}
 			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			case <-kick:
-			}
-		}
-	}()
+		}()
+	}
 	return nil
 }
 
 type poller struct {
-	src string
-	c   *client
+	src  string
+	c    *client
+	kick chan struct{} // PollNow
 }
 
 // poll downloads once and records the outcome; it reports whether the
@@ -189,6 +189,9 @@ func (s *Sources) poll(ctx context.Context, p *poller, log *slog.Logger, failed 
 	etag := s.remote[p.src].etag
 	s.mu.Unlock()
 	got, err := p.c.fetch(ctx, etag, s.timeout(), s.Limits, readsAll(s.Verify))
+	if err == nil && got.notModified && etag == "" {
+		err = errors.New("download: the server answered 304 Not Modified to a request that named no ETag: there is no bundle to keep")
+	}
 	var b *bundleValue
 	if err == nil && !got.notModified {
 		b, err = s.parse(got)

@@ -178,3 +178,29 @@ func TestDownloadFailuresAreReportedWithoutCredentials(t *testing.T) {
 		})
 	}
 }
+
+// One server that stalls delays no other; a 304 to a request that named no
+// ETag is a failure, not a success with nothing to keep.
+func TestServersArePolledApart(t *testing.T) {
+	good := testkit.Tarball(t, map[string]string{".manifest": `{"revision": "g", "roots": ["guardrails/a"]}`, "guardrails/a/x.rego": strings.Replace(guard, "guardrails.x", "guardrails.a", 1)})
+	release := make(chan struct{})
+	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(func() { close(release); stalled.Close() })
+	var n atomic.Int64
+	fine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.Add(1); w.Write(good) }))
+	t.Cleanup(fine.Close)
+	bogus := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNotModified) }))
+	t.Cleanup(bogus.Close)
+	s := &Sources{Paths: []string{stalled.URL + "/b.tar.gz", fine.URL + "/b.tar.gz", bogus.URL + "/b.tar.gz"}, DownloadTimeout: 5 * time.Second}
+	watchRemote(t, s)
+	waitFor(t, "ten polls of the fine server while the other stalls", func() bool { return n.Load() >= 10 })
+	waitFor(t, "the bogus 304 reported", func() bool { return strings.Contains(s.Status()[2].LastError, "304") })
+	if st := s.Status()[2]; !st.LastSuccess.IsZero() {
+		t.Errorf("a bogus 304 counted as a success: %+v", st)
+	}
+}

@@ -34,7 +34,7 @@ type Sources struct {
 	now     func() time.Time
 	every   time.Duration // the poll interval, once polling started
 	metrics *sourceMetrics
-	pollNow chan struct{}
+	pollNow []chan struct{} // one per bundle server: PollNow
 }
 
 type remoteBundle struct {

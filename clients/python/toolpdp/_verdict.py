@@ -91,8 +91,10 @@ class Verdict:
         self._require_allowed()
         if not confine:
             return subprocess.run(args, env=self.env(env), cwd=self.cwd(cwd), **kwargs)
+        # toolpdp exec builds the command's env itself: it gets the caller's,
+        # never a constructed one that might load code into it.
         with self._confined(args, toolpdp, best_effort, report) as (argv, fds):
-            return subprocess.run(argv, env=self.env(env), cwd=self.cwd(cwd), pass_fds=fds, **kwargs)
+            return subprocess.run(argv, env=env, cwd=self.cwd(cwd), pass_fds=fds, **kwargs)
 
     def popen(self, args, *, env=None, cwd=None, confine=False, toolpdp="toolpdp", best_effort=False, report=None,
               **kwargs):
@@ -101,7 +103,7 @@ class Verdict:
         if not confine:
             return subprocess.Popen(args, env=self.env(env), cwd=self.cwd(cwd), **kwargs)
         with self._confined(args, toolpdp, best_effort, report) as (argv, fds):
-            return subprocess.Popen(argv, env=self.env(env), cwd=self.cwd(cwd), pass_fds=fds, **kwargs)
+            return subprocess.Popen(argv, env=env, cwd=self.cwd(cwd), pass_fds=fds, **kwargs)
 
     def _confined(self, args, toolpdp, best_effort, report):
         """The toolpdp exec command line for args, the execution handed
