@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
+	"github.com/toolpdp/toolpdp/pdp/loadchild"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	"github.com/toolpdp/toolpdp/pdp/session"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -56,6 +57,14 @@ type Config struct {
 	EvalTimeout time.Duration         // bound on building one input and evaluating it (with the request's deadline)
 	TestTimeout time.Duration         // bound on a bundle's own _test.rego run at each load
 
+	// LoadChild, when set, loads each bundle in a child process under a
+	// deadline and a memory bound first (--load-timeout, --load-memory);
+	// nil loads in this process only.
+	LoadChild *loadchild.Config
+	// WarnUnknownKeys serves a definition with unknown keys, warning
+	// (--unknown-keys=warn), instead of rejecting the bundle.
+	WarnUnknownKeys bool
+
 	// Store holds session state; nil: an in-memory store with the bounds
 	// below. Given a store, the bounds are the store's own.
 	Store session.Store
@@ -93,10 +102,13 @@ type Engine struct {
 	memo    *prometheus.CounterVec // decision cache lookups by result
 	asks    askListeners
 
-	mu       sync.Mutex // serialises loads; guards the fields below
+	loadMu sync.Mutex // serialises loads; guards onSwap
+	onSwap []func(*policy.Snapshot)
+
+	mu       sync.Mutex // guards the last load's outcome, never held across a load
 	lastErr  error
-	lastHash string
-	onSwap   []func(*policy.Snapshot)
+	lastHash string // of the content in force
+	rejected string // of the content last rejected: not loaded again until it changes
 }
 
 // active is the snapshot in force with what the engine keeps beside it,
@@ -183,8 +195,8 @@ func orDefault[T int | int64 | time.Duration](v *T, d T) {
 // OnSwap registers f to be called after every swap of the policy, and at
 // once when one is already in force.
 func (e *Engine) OnSwap(f func(*policy.Snapshot)) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.loadMu.Lock()
+	defer e.loadMu.Unlock()
 	e.onSwap = append(e.onSwap, f)
 	if a := e.current.Load(); a != nil {
 		f(a.snap)

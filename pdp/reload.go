@@ -6,26 +6,42 @@ import (
 
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
+	"github.com/toolpdp/toolpdp/pdp/loadchild"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 )
 
 // Reload builds a snapshot from the bundles and swaps it in; a bundle that
 // fails to read, compile, validate or pass its own tests is rejected, and
 // the last good snapshot keeps serving. With force false, bundles whose
-// content has not changed since the last good load are not reloaded.
+// content has not changed since the last good load are not reloaded, and
+// an error of a load since is cleared: what serves is what the sources
+// hold again. Loads are serialised, but nothing that serves waits for one:
+// decisions use the snapshot in force, and Status reads the last outcome.
 func (e *Engine) Reload(ctx context.Context, force bool) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	hash, err := e.sources.Hash()
-	if err == nil && !force && hash == e.lastHash {
-		return nil
+	e.loadMu.Lock()
+	defer e.loadMu.Unlock()
+	frozen, err := e.sources.Freeze()
+	if err == nil && !force {
+		serving, rejected := e.hashes()
+		switch frozen.Hash {
+		case serving:
+			e.setOutcome(nil, frozen.Hash)
+			return nil
+		case rejected:
+			return e.LastError() // the same content, refused already
+		}
 	}
 	var snap *policy.Snapshot
 	if err == nil {
-		snap, err = policy.Load(ctx, e.sources, e.cfg.TestTimeout, e.cfg.Now())
+		snap, err = e.load(ctx, frozen)
 	}
 	if err != nil {
-		e.lastErr = err
+		e.setOutcome(err, "")
+		if frozen != nil {
+			e.mu.Lock()
+			e.rejected = frozen.Hash
+			e.mu.Unlock()
+		}
 		switch {
 		case errors.Is(err, bundles.ErrNotDownloaded):
 			// Start-up, not a rejection: nothing to alert on.
@@ -43,13 +59,57 @@ func (e *Engine) Reload(ctx context.Context, force bool) error {
 		e.log.Warn("bundle warning", "warning", w)
 	}
 	e.swap(ctx, snap)
-	e.lastErr, e.lastHash = nil, hash
+	e.setOutcome(nil, frozen.Hash)
 	e.metrics.loaded(snap, e.cfg.Now())
 	e.log.Info("policy loaded", "revision", snap.Revision, "bundles", e.sources.Names())
 	for _, f := range e.onSwap {
 		f(snap)
 	}
 	return nil
+}
+
+// load builds the snapshot of the frozen sources. With a LoadChild
+// configured, a child process loads the content first under its deadline
+// and memory bound, tests included, and only content that loaded there is
+// loaded here (its tests are not run twice).
+func (e *Engine) load(ctx context.Context, frozen *bundles.Frozen) (*policy.Snapshot, error) {
+	bs, err := frozen.Read(e.sources.Verify)
+	if err != nil {
+		return nil, err
+	}
+	opt := policy.WarnUnknownKeys(e.cfg.WarnUnknownKeys)
+	if e.cfg.LoadChild == nil {
+		snap, err := policy.NewSnapshot(ctx, bs, e.cfg.Now(), opt)
+		if err != nil {
+			return nil, err
+		}
+		return snap, policy.TestBundles(ctx, snap, bs, nil, e.cfg.TestTimeout)
+	}
+	req := loadchild.Request{Frozen: frozen, WarnUnknownKeys: e.cfg.WarnUnknownKeys, TestTimeout: e.cfg.TestTimeout}
+	if err := loadchild.Check(ctx, *e.cfg.LoadChild, req); err != nil {
+		return nil, err
+	}
+	return policy.NewSnapshot(ctx, bs, e.cfg.Now(), opt)
+}
+
+// hashes are the content hashes of the policy in force ("" before one)
+// and of the content last rejected.
+func (e *Engine) hashes() (serving, rejected string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastHash, e.rejected
+}
+
+// setOutcome records a load's outcome: err nil and the content's hash
+// after a good one (or a load skipped as equal), err and "" after a
+// rejected one (the hash of what serves stays).
+func (e *Engine) setOutcome(err error, hash string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lastErr = err
+	if hash != "" {
+		e.lastHash, e.rejected = hash, ""
+	}
 }
 
 // swap makes s the snapshot every later request uses. Each swap is a new

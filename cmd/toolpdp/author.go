@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/cover"
+	"github.com/open-policy-agent/opa/v1/topdown"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/toolpdp/toolpdp/pdp"
@@ -27,7 +28,8 @@ func check(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	fs := newFlagSet("check", stderr)
 	strict := fs.Bool("strict", false, "treat warnings as errors")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on the bundles' _test.rego run")
-	withSynopsis(fs, "toolpdp check [--strict] PATH...   (PATH: a bundle directory or an opa build .tar.gz)")
+	format := formatFlag(fs, "text")
+	withSynopsis(fs, "toolpdp check [--strict] [--format text|json] PATH...   (PATH: a bundle directory or an opa build .tar.gz)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -35,28 +37,72 @@ func check(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		fs.Usage()
 		return errUsage
 	}
+	if err := format.valid(); err != nil {
+		return err
+	}
+	report := checkReport{Paths: fs.Args(), Warnings: []string{}, Errors: []string{}}
+	finish := func(err error) error {
+		if !format.json() {
+			return err
+		}
+		report.OK = err == nil
+		report.ExitCode = exitCodeOf(err)
+		if err != nil {
+			report.Errors = append(report.Errors, strings.Split(err.Error(), "\n")...)
+		}
+		if werr := writeJSON(stdout, report); werr != nil {
+			return werr
+		}
+		return err
+	}
 	bs, snap, err := compile(ctx, fs.Args())
 	if err != nil {
-		return invalidBundle(err)
+		return finish(invalidBundle(err))
 	}
+	report.Revision = snap.Revision
+	report.Warnings = append(report.Warnings, snap.Warnings...)
 	label := "warning:"
 	if *strict {
 		label = "error:"
 	}
-	for _, w := range snap.Warnings {
-		fmt.Fprintln(stdout, label, w)
+	if !format.json() {
+		for _, w := range snap.Warnings {
+			fmt.Fprintln(stdout, label, w)
+		}
 	}
 	if *strict && len(snap.Warnings) > 0 {
-		return codedError{exitInvalid, fmt.Errorf("--strict: the %d warning(s) above are errors", len(snap.Warnings))}
+		return finish(codedError{exitInvalid, fmt.Errorf("--strict: the %d warning(s) above are errors", len(snap.Warnings))})
 	}
 	// serve refuses a bundle whose tests fail; so does check.
-	if _, fail, err := regoTests(ctx, testConfig{timeout: *timeout}, bs, snap, stdout); err != nil {
-		return err
-	} else if fail > 0 {
-		return codedError{exitTestsFailed, fmt.Errorf("%d of the bundles' tests failed", fail)}
+	c := testConfig{timeout: *timeout}
+	if format.json() {
+		c.records = &[]testRecord{}
 	}
-	fmt.Fprintf(stdout, "ok: %s (revision %q)\n", strings.Join(fs.Args(), ", "), snap.Revision)
-	return nil
+	pass, fail, err := regoTests(ctx, c, bs, snap, stdout)
+	report.Tests = &testSummary{Pass: pass, Fail: fail}
+	if c.records != nil {
+		report.Tests.Results = *c.records
+	}
+	if err != nil {
+		return finish(err)
+	} else if fail > 0 {
+		return finish(codedError{exitTestsFailed, fmt.Errorf("%d of the bundles' tests failed", fail)})
+	}
+	if !format.json() {
+		fmt.Fprintf(stdout, "ok: %s (revision %q)\n", strings.Join(fs.Args(), ", "), snap.Revision)
+	}
+	return finish(nil)
+}
+
+// checkReport is check's --format json output (docs/CLI.md).
+type checkReport struct {
+	OK       bool         `json:"ok"`
+	ExitCode int          `json:"exit_code"`
+	Paths    []string     `json:"paths"`
+	Revision string       `json:"revision,omitempty"`
+	Warnings []string     `json:"warnings"`
+	Errors   []string     `json:"errors"`
+	Tests    *testSummary `json:"tests,omitempty"`
 }
 
 // compile reads, validates and compiles bundles as serve would, without
@@ -76,6 +122,34 @@ type testConfig struct {
 	run      *regexp.Regexp // nil: every test
 	coverage bool
 	timeout  time.Duration
+	records  *[]testRecord // --format json: results are kept here instead of printed
+}
+
+// testRecord is one test's result in --format json output: a Rego test, or
+// one step of a decision-test file.
+type testRecord struct {
+	Kind     string   `json:"kind"` // "rego" | "decision"
+	Name     string   `json:"name"` // data.pkg.test_x, or the decision file's name
+	File     string   `json:"file,omitempty"`
+	Step     *int     `json:"step,omitempty"`    // a decision-test step's index
+	Request  string   `json:"request,omitempty"` // what the step sent
+	Pass     bool     `json:"pass"`
+	Problems []string `json:"problems,omitempty"`
+	Rules    []string `json:"rules,omitempty"` // every rule that fired: axis/rule=EFFECT
+	Output   string   `json:"output,omitempty"`
+}
+
+// testSummary is test's --format json output, and check's tests.
+type testSummary struct {
+	OK       bool         `json:"ok"`
+	ExitCode int          `json:"exit_code"`
+	Pass     int          `json:"pass"`
+	Fail     int          `json:"fail"`
+	Results  []testRecord `json:"results"`
+}
+
+func (c testConfig) keep(r testRecord) {
+	*c.records = append(*c.records, r)
 }
 
 // test runs the bundles' _test.rego files together with the library, then
@@ -88,7 +162,8 @@ func test(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wri
 	run := fs.String("run", "", "run only the Rego tests whose name (data.pkg.test_x) and the decision-test files whose path or name match this regular expression")
 	fs.BoolVar(&c.coverage, "coverage", false, "report the coverage of the bundles' own Rego files (the embedded library is not counted)")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "bound on the Rego tests' run")
-	withSynopsis(fs, `toolpdp test [-v] [--run REGEX] [--coverage] PATH...
+	format := formatFlag(fs, "text")
+	withSynopsis(fs, `toolpdp test [-v] [--run REGEX] [--coverage] [--format text|json] PATH...
 
 Runs the bundles' _test.rego files, then every *.decisions.json and
 *.decisions.yaml file in the bundle directories (docs/POLICY.md, Decision
@@ -100,6 +175,9 @@ tests) against the bundles themselves.`)
 		fs.Usage()
 		return errUsage
 	}
+	if err := format.valid(); err != nil {
+		return err
+	}
 	if *run != "" {
 		re, err := regexp.Compile(*run)
 		if err != nil {
@@ -107,27 +185,59 @@ tests) against the bundles themselves.`)
 		}
 		c.run = re
 	}
-	bs, snap, err := compile(ctx, fs.Args())
+	if format.json() {
+		c.records = &[]testRecord{}
+	}
+	err := runTests(ctx, c, fs.Args(), *run, stdout)
+	if !format.json() {
+		return err
+	}
+	summary := testSummary{OK: err == nil, ExitCode: exitCodeOf(err), Results: *c.records}
+	for _, r := range summary.Results {
+		if r.Pass {
+			summary.Pass++
+		} else {
+			summary.Fail++
+		}
+	}
+	if werr := writeJSON(stdout, summary); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// runTests runs the Rego and decision tests of the bundles at paths.
+func runTests(ctx context.Context, c testConfig, paths []string, run string, stdout io.Writer) error {
+	bs, snap, err := compile(ctx, paths)
 	if err != nil {
+		if c.records != nil {
+			c.keep(testRecord{Kind: "bundle", Name: strings.Join(paths, ", "), Problems: strings.Split(err.Error(), "\n")})
+		}
 		return invalidBundle(err)
 	}
 	pass, fail, err := regoTests(ctx, c, bs, snap, stdout)
 	if err != nil {
 		return err
 	}
-	dpass, dfail, err := decisionTests(ctx, c, fs.Args(), stdout)
+	dpass, dfail, err := decisionTests(ctx, c, paths, stdout)
 	if err != nil {
 		return err
 	}
 	pass, fail = pass+dpass, fail+dfail
-	fmt.Fprintln(stdout, strings.Repeat("-", 80))
-	if fail == 0 {
-		fmt.Fprintf(stdout, "PASS: %d/%d\n", pass, pass)
-	} else {
-		fmt.Fprintf(stdout, "PASS: %d/%d\nFAIL: %d/%d\n", pass, pass+fail, fail, pass+fail)
+	if c.records == nil {
+		fmt.Fprintln(stdout, strings.Repeat("-", 80))
+		if fail == 0 {
+			fmt.Fprintf(stdout, "PASS: %d/%d\n", pass, pass)
+		} else {
+			fmt.Fprintf(stdout, "PASS: %d/%d\nFAIL: %d/%d\n", pass, pass+fail, fail, pass+fail)
+		}
 	}
 	if fail > 0 {
 		return codedError{exitTestsFailed, fmt.Errorf("%d of %d tests failed", fail, pass+fail)}
+	}
+	if pass == 0 && run != "" {
+		// A filter that matches nothing is a mistyped name, not a pass.
+		return codedError{exitTestsFailed, fmt.Errorf("--run %q matched no test", run)}
 	}
 	return nil
 }
@@ -140,7 +250,11 @@ func regoTests(ctx context.Context, c testConfig, bs []*bundles.Bundle, snap *po
 	if c.coverage {
 		tracer = cover.New()
 	}
-	results, err := policy.RunBundleTests(ctx, snap, bs, tracer, c.timeout)
+	var qt topdown.QueryTracer // nil unless coverage is asked: a typed nil is not
+	if tracer != nil {
+		qt = tracer
+	}
+	results, err := policy.RunBundleTests(ctx, snap, bs, qt, c.timeout)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -150,18 +264,27 @@ func regoTests(ctx context.Context, c testConfig, bs []*bundles.Bundle, snap *po
 		}
 		if r.Pass() {
 			pass++
-			if c.verbose {
-				fmt.Fprintf(stdout, "%s.%s: PASS (%s)\n", r.Package, r.Name, r.Duration.Round(time.Microsecond))
-			}
 		} else {
 			fail++
+		}
+		if c.records != nil {
+			rec := testRecord{Kind: "rego", Name: r.Package + "." + r.Name, File: locationFile(r.Location), Pass: r.Pass(), Output: string(r.Output)}
+			if !r.Pass() {
+				rec.Problems = []string{r.String()}
+			}
+			c.keep(rec)
+			continue
+		}
+		if r.Pass() && c.verbose {
+			fmt.Fprintf(stdout, "%s.%s: PASS (%s)\n", r.Package, r.Name, r.Duration.Round(time.Microsecond))
+		} else if !r.Pass() {
 			fmt.Fprintln(stdout, r.String())
 		}
 		if len(r.Output) > 0 && (c.verbose || !r.Pass()) {
 			fmt.Fprintf(stdout, "  output:\n%s", r.Output)
 		}
 	}
-	if tracer != nil {
+	if tracer != nil && c.records == nil {
 		printCoverage(stdout, tracer.Report(snap.Modules()), bs)
 	}
 	return pass, fail, nil
@@ -202,9 +325,13 @@ func decide(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	var paths listFlag
 	fs.Var(&paths, "bundle", "bundle directory or .tar.gz (repeatable); none: the embedded default agent")
 	printInput := fs.Bool("print-input", false, "print the input document the policy sees, instead of deciding")
+	format := formatFlag(fs, "json")
 	explain := fs.String("explain", "", "print OPA's explanation of the evaluation to stderr before the response, as opa eval --explain does: notes (print and trace() calls only) or full (every step)")
-	withSynopsis(fs, "toolpdp decide [--bundle PATH]... [--print-input] [--explain notes|full] < request.json   (a DecideRequest as protojson)")
+	withSynopsis(fs, "toolpdp decide [--bundle PATH]... [--print-input] [--explain notes|full] [--format json|text] < request.json   (a DecideRequest as protojson)")
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := format.valid(); err != nil {
 		return err
 	}
 	raw, err := io.ReadAll(io.LimitReader(stdin, 16<<20))
@@ -220,7 +347,7 @@ func decide(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	snap, err := policy.Load(ctx, &bundles.Sources{Paths: paths}, 30*time.Second, time.Now())
 	if err != nil {
-		return err
+		return invalidBundle(err)
 	}
 	if *printInput {
 		in, err := snap.Input(&req)
@@ -236,6 +363,9 @@ func decide(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 	}
 	resp := decideOne(ctx, snap, &req, slog.New(slog.NewTextHandler(stderr, nil)))
+	if !format.json() {
+		return printDecisionText(stdout, resp)
+	}
 	out, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(resp)
 	if err != nil {
 		return err

@@ -144,8 +144,10 @@ func TestDecisionTests(t *testing.T) {
 			{"request": {"agentId": "coder", "toolName": "Bash", "args": {"command": "wget x"}}, "expect": {"decision": "DECISION_DENY"}}]}`,
 	})
 	out, _, err = runCmd(t, "", "test", dir)
-	if err == nil || !strings.Contains(out, "FAIL: 1/2") || !strings.Contains(out, "coder.decisions.json: Decide Bash") ||
-		!strings.Contains(out, "decision DECISION_ASK, want DECISION_DENY") {
+	// The failing step names its file, its index, the request and every
+	// rule that fired.
+	if err == nil || !strings.Contains(out, "FAIL: 1/2") || !strings.Contains(out, `coder.decisions.json: steps[1] Decide Bash {"agentId":"coder","toolName":"Bash","args":{"command":"wget x"}}`) ||
+		!strings.Contains(out, "decision DECISION_ASK, want DECISION_DENY") || !strings.Contains(out, "rules that fired: permission/builtin_categories[Bash]=ASK") {
 		t.Fatalf("a failing step: %v\n%s", err, out)
 	}
 	if strings.Contains(out, `"curl x"`) {

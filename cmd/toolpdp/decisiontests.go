@@ -37,24 +37,47 @@ func decisionTests(ctx context.Context, c testConfig, paths []string, stdout io.
 		if c.run != nil && !c.run.MatchString(file) && !c.run.MatchString(f.Name) {
 			continue
 		}
-		if len(f.Agents) > 0 {
+		fileFailed := func(err error) {
 			fail++
-			fmt.Fprintf(stdout, "%s: FAIL: %v\n", file, decisiontest.ErrNoAgents)
+			if c.records != nil {
+				c.keep(testRecord{Kind: "decision", Name: f.Name, File: file, Problems: []string{err.Error()}})
+			} else {
+				fmt.Fprintf(stdout, "%s: FAIL: %v\n", file, err)
+			}
+		}
+		if len(f.Agents) > 0 {
+			fileFailed(decisiontest.ErrNoAgents)
 			continue
 		}
 		res, err := runDecisionFile(ctx, paths, f)
 		if err != nil {
-			fail++
-			fmt.Fprintf(stdout, "%s: FAIL: %v\n", file, err)
+			fileFailed(err)
 			continue
 		}
-		failed := map[int]bool{}
+		failed := map[int][]decisiontest.Failure{}
 		for _, fl := range res.Failures {
-			failed[fl.Step] = true
-			fmt.Fprintf(stdout, "%s: %s: FAIL\n  %s\n", file, fl.What, strings.Join(fl.Problems, "\n  "))
+			failed[fl.Step] = append(failed[fl.Step], fl)
+			if c.records == nil {
+				fmt.Fprintf(stdout, "%s: steps[%d] %s: FAIL\n  %s\n", file, fl.Step, fl.What, strings.Join(fl.Problems, "\n  "))
+				if len(fl.Rules) > 0 {
+					fmt.Fprintf(stdout, "  rules that fired: %s\n", strings.Join(fl.Rules, ", "))
+				}
+			}
 		}
 		fail += len(failed)
 		pass += res.Steps - len(failed)
+		if c.records != nil {
+			for i := 0; i < res.Steps; i++ {
+				step := i
+				rec := testRecord{Kind: "decision", Name: f.Name, File: file, Step: &step, Pass: len(failed[i]) == 0}
+				for _, fl := range failed[i] {
+					rec.Request, rec.Rules = fl.What, fl.Rules
+					rec.Problems = append(rec.Problems, fl.Problems...)
+				}
+				c.keep(rec)
+			}
+			continue
+		}
 		if c.verbose {
 			fmt.Fprintf(stdout, "%s (%s): %d of %d steps PASS\n", file, f.Name, res.Steps-len(failed), res.Steps)
 		}

@@ -635,3 +635,21 @@ func TestExecClosesInheritedDescriptors(t *testing.T) {
 		t.Errorf("the command wrote through an inherited descriptor: file %q\n%s", got, out)
 	}
 }
+
+// No execution document, however malformed, crashes exec's reader or
+// passes for something it is not.
+func FuzzReadExecution(f *testing.F) {
+	f.Add([]byte(`{"env": {"A": "1"}, "envEnforced": true, "cwd": "/w", "network": "none"}`))
+	f.Add([]byte(`{"decision": "DECISION_ALLOW", "execution": {"writePaths": {"paths": []}}}`))
+	f.Add([]byte(`{"decision": "DECISION_ASK"}`))
+	f.Add([]byte(`{"network": "loopback"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := readExecution("-", bytes.NewReader(b)); err != nil {
+			return
+		}
+		var ex pb.Execution
+		if protojson.Unmarshal(b, &ex) == nil && ex.GetNetwork() != "" && ex.GetNetwork() != "none" {
+			t.Fatalf("network %q accepted", ex.GetNetwork())
+		}
+	})
+}

@@ -112,7 +112,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmds := map[string]func(context.Context, []string, io.Reader, io.Writer, io.Writer) error{
 		"serve": serve, "check": check, "test": test, "decide": decide, "status": status, "pending": pending, "confirm": confirm, "replay": replay,
-		"hook": hook, "version": version, "fmt": fmtCmd, "mcp-proxy": mcpProxy,
+		"hook": hook, "version": version, loadChildCommand: loadChild, "fmt": fmtCmd, "mcp-proxy": mcpProxy,
 		"exec": execCmd,
 	}
 	switch args[0] {

@@ -16,6 +16,7 @@ import (
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi"
+	"github.com/toolpdp/toolpdp/pdp/loadchild"
 	"github.com/toolpdp/toolpdp/pdp/server"
 )
 
@@ -23,9 +24,11 @@ import (
 // flags that are text until serve reads them.
 type serveConfig struct {
 	server.Config
-	logLevel  string
-	whenFull  string // --decision-log-when-full: drop or block
-	logRedact string // comma-separated
+	logLevel    string
+	whenFull    string // --decision-log-when-full: drop or block
+	logRedact   string // comma-separated
+	unknownKeys string // --unknown-keys: error or warn
+	loadMemMB   int64
 }
 
 func serveFlags(stderr io.Writer) (*serveConfig, func([]string) error) {
@@ -74,12 +77,16 @@ func serveFlagSet(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	e.DecisionCache = pdp.DefaultDecisionCache
 	fs.Var(cacheFlag{&e.DecisionCache}, "decision-cache", "decisions cached per policy snapshot (answers identical to evaluating; off for policies with non-deterministic builtins or data.guardrails Rego): true, false or 0 (off), or a size")
 	fs.BoolVar(&c.WaitForBundle, "wait-for-bundle", false, "start even if a --bundle is missing or invalid; deny until it loads")
+	fs.DurationVar(&c.LoadTimeout, "load-timeout", loadchild.DefaultTimeout, "bound on one bundle load (compile, index, the bundle's tests), run in a child process first; past it the bundle is rejected and the last good policy keeps serving")
+	fs.Int64Var(&c.loadMemMB, "load-memory-mb", loadchild.DefaultMemoryBytes>>20, "memory (MiB, RLIMIT_DATA) the load's child process may use; past it the bundle is rejected. With the serving process it must fit the container's limit")
+	fs.StringVar(&c.unknownKeys, "unknown-keys", "error", "an unknown key in an agent definition: error (the bundle is rejected, naming the key meant) or warn (served with a warning: for migrating a bundle only)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", server.DefaultShutdownGrace, "on SIGTERM, how long in-flight calls may take to finish")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&dl.To, "decision-log", "stdout", "where decisions are logged as JSON lines: stdout, off, or a file path (rotated by size)")
 	fs.IntVar(&dl.QueueSize, "decision-log-queue", decisionlog.DefaultQueueSize, "decisions waiting to be written at most")
 	fs.Int64Var(&dl.QueueBytes, "decision-log-queue-bytes", decisionlog.DefaultQueueBytes, "memory the queued decisions hold at most (estimated)")
 	fs.StringVar(&c.whenFull, "decision-log-when-full", "drop", "when the queue is full: drop (and count in toolpdp_decision_log_dropped_total) or block")
+	fs.BoolVar(&dl.Required, "decision-log-required", false, "no audit, no allow: a decision whose log line cannot be written now (a full disk, a full queue) is answered deny; for deployments whose every allowed call must be on record")
 	fs.IntVar(&dl.MaxMB, "decision-log-max-mb", server.DefaultLogMaxMB, "a decision-log file is rotated past this size")
 	fs.IntVar(&dl.MaxBackups, "decision-log-max-backups", server.DefaultLogMaxBackups, "rotated decision-log files kept")
 	fs.StringVar(&c.logRedact, "decision-log-redact", strings.Join(decisionlog.DefaultRedact, ","), "names whose values the decision log masks, in env, args and NAME=value text (comma-separated; 5+ letters: a name containing one; shorter: a whole word)")
@@ -126,6 +133,22 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 		return fmt.Errorf("%w: --decision-log-when-full: %q is not drop or block", errUsage, c.whenFull)
 	}
 	c.DecisionLog.Block = c.whenFull == "block"
+	switch c.unknownKeys {
+	case "error":
+	case "warn":
+		c.Engine.WarnUnknownKeys = true
+	default:
+		return fmt.Errorf("%w: --unknown-keys: %q is not error or warn", errUsage, c.unknownKeys)
+	}
+	if c.loadMemMB <= 0 || c.LoadTimeout <= 0 {
+		return fmt.Errorf("%w: --load-memory-mb and --load-timeout must be positive", errUsage)
+	}
+	c.LoadMemoryBytes = c.loadMemMB << 20
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("serve: the bundle loads' child process: %w", err)
+	}
+	c.LoadCommand = []string{exe, loadChildCommand}
 	for _, r := range strings.Split(c.logRedact, ",") {
 		if r = strings.TrimSpace(r); r != "" {
 			c.DecisionLog.Redact = append(c.DecisionLog.Redact, r)
@@ -154,4 +177,19 @@ func (m *modeFlag) Set(v string) error {
 	}
 	*m = modeFlag(n)
 	return nil
+}
+
+// loadChildCommand is the hidden command a bundle load's child process
+// runs (pdp/loadchild): not for people, so not in the usage.
+const loadChildCommand = "load-child"
+
+func loadChild(ctx context.Context, args []string, stdin io.Reader, stdout, _ io.Writer) error {
+	if len(args) != 1 {
+		return fmt.Errorf("%w: %s MEMORY_BYTES", errUsage, loadChildCommand)
+	}
+	n, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("%w: %s: %q is not a number of bytes", errUsage, loadChildCommand, args[0])
+	}
+	return loadchild.Serve(ctx, n, stdin, stdout)
 }

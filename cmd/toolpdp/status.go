@@ -24,8 +24,12 @@ import (
 func status(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", stderr)
 	addr := fs.String("addr", server.DefaultListen, "the server: host:port or unix:///path (env TOOLPDP_ADDR)")
-	withSynopsis(fs, "toolpdp status [--addr ADDR]")
+	format := formatFlag(fs, "json")
+	withSynopsis(fs, "toolpdp status [--addr ADDR] [--format json|text]")
 	if err := parseEnv(fs, args); err != nil {
+		return err
+	}
+	if err := format.valid(); err != nil {
 		return err
 	}
 	var st *pb.StatusResponse
@@ -36,11 +40,21 @@ func status(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	out, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(st)
-	if err != nil {
-		return err
+	if format.json() {
+		out, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(st)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, string(out))
+	} else {
+		fmt.Fprintf(stdout, "policy revision: %s\n", st.GetPolicyRevision())
+		for _, b := range st.GetBundles() {
+			fmt.Fprintf(stdout, "  bundle %s: revision %s\n", b.GetName(), b.GetRevision())
+		}
+		if st.GetLastError() != "" {
+			fmt.Fprintf(stdout, "last reload rejected: %s\n", st.GetLastError())
+		}
 	}
-	fmt.Fprintln(stdout, string(out))
 	switch {
 	case st.PolicyRevision == "" && len(st.Bundles) == 0:
 		return fmt.Errorf("no policy is loaded")

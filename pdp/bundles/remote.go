@@ -224,7 +224,7 @@ func (s *Sources) poll(ctx context.Context, p *poller, log *slog.Logger, failed 
 	if b.digest == r.digest && r.bundle != nil {
 		return hadErr // a new ETag, the same content: nothing to reload
 	}
-	r.bundle, r.digest, r.everErr = b.b, b.digest, nil
+	r.bundle, r.files, r.digest, r.everErr = b.b, b.files, b.digest, nil
 	return true
 }
 
@@ -238,6 +238,7 @@ func clipped(err error) error {
 
 type bundleValue struct {
 	b      *bundle.Bundle
+	files  []file
 	digest string
 }
 
@@ -247,5 +248,5 @@ func (s *Sources) parse(got *fetched) (*bundleValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the downloaded bundle is rejected: %w", err)
 	}
-	return &bundleValue{b: b.Bundle, digest: digest(got.files)}, nil
+	return &bundleValue{b: b.Bundle, files: got.files, digest: digest(got.files)}, nil
 }

@@ -39,6 +39,7 @@ type Sources struct {
 
 type remoteBundle struct {
 	bundle      *bundle.Bundle
+	files       []file // the download's, as read: what Freeze hands on
 	etag        string
 	digest      string // of the bundle's files: the same content, whatever the ETag says
 	err         error  // the last download's, nil after one that succeeded
@@ -78,19 +79,27 @@ func IsRemote(p string) bool {
 // the default agent when there is no user bundle, then the user bundles.
 func (s *Sources) Read() ([]*Bundle, error) {
 	var users []*Bundle
-	replaced := false
 	for _, p := range s.Paths {
 		b, err := s.read(p)
 		if err != nil {
 			return nil, err
 		}
 		b.Name = DisplayName(p)
+		users = append(users, b)
+	}
+	return withEmbedded(s.Paths, users)
+}
+
+// withEmbedded is the user bundles (read from paths) with the embedded
+// library unless one replaces it, and the default agent when there is none.
+func withEmbedded(paths []string, users []*Bundle) ([]*Bundle, error) {
+	replaced := false
+	for i, b := range users {
 		if claims(b.Bundle, LibraryRoot) && !replacesLibrary(b.Bundle) {
 			return nil, fmt.Errorf("bundle %s: roots %v reach into the library's %q: give the root %q to replace the whole library, or move the packages elsewhere (guardrails: package guardrails.<name>)",
-				p, *b.Bundle.Manifest.Roots, LibraryRoot, LibraryRoot)
+				paths[i], *b.Bundle.Manifest.Roots, LibraryRoot, LibraryRoot)
 		}
 		replaced = replaced || replacesLibrary(b.Bundle)
-		users = append(users, b)
 	}
 	var out []*Bundle
 	if !replaced {

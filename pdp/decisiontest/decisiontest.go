@@ -167,10 +167,15 @@ type Failure struct {
 	Step     int    // index in steps
 	What     string // "Decide Bash {...}", "Confirm of step 2"
 	Problems []string
+	Rules    []string // a Decide's every reason, "axis/rule=EFFECT": the rules that fired
 }
 
 func (f Failure) String() string {
-	return fmt.Sprintf("steps[%d] %s: %s", f.Step, f.What, strings.Join(f.Problems, "; "))
+	s := fmt.Sprintf("steps[%d] %s: %s", f.Step, f.What, strings.Join(f.Problems, "; "))
+	if len(f.Rules) > 0 {
+		s += "; rules that fired: " + strings.Join(f.Rules, ", ")
+	}
+	return s
 }
 
 // Result is what one file's run found.
@@ -295,7 +300,13 @@ func Run(ctx context.Context, f *File, root string, t Target) (Result, error) {
 			for _, r := range resp.Reasons {
 				res.Messages = append(res.Messages, r.Message)
 			}
-			fail(i, what, step.Expect.check(resp, root))
+			if problems := step.Expect.check(resp, root); len(problems) > 0 {
+				fl := Failure{Step: i, What: what, Problems: problems}
+				for _, r := range resp.Reasons {
+					fl.Rules = append(fl.Rules, fmt.Sprintf("%s/%s=%s", r.GetAxis(), r.GetRule(), strings.TrimPrefix(r.GetEffect().String(), "DECISION_")))
+				}
+				res.Failures = append(res.Failures, fl)
+			}
 		}
 		cancel()
 	}

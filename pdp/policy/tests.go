@@ -8,16 +8,22 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/cover"
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/tester"
+	"github.com/open-policy-agent/opa/v1/topdown"
 
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 )
 
 // runBundleTests fails when any test of the user bundles fails.
 func runBundleTests(ctx context.Context, snap *Snapshot, bs []*bundles.Bundle, timeout time.Duration) error {
-	results, err := RunBundleTests(ctx, snap, bs, nil, timeout)
+	return TestBundles(ctx, snap, bs, nil, timeout)
+}
+
+// TestBundles runs the user bundles' tests (tracer, when not nil, sees
+// their evaluation) and fails, naming each, when any fails.
+func TestBundles(ctx context.Context, snap *Snapshot, bs []*bundles.Bundle, tracer topdown.QueryTracer, timeout time.Duration) error {
+	results, err := RunBundleTests(ctx, snap, bs, tracer, timeout)
 	if err != nil {
 		return err
 	}
@@ -36,7 +42,7 @@ func runBundleTests(ctx context.Context, snap *Snapshot, bs []*bundles.Bundle, t
 // RunBundleTests runs the _test.rego tests of the user bundles against the
 // whole snapshot (the library's own tests are run by toolpdp's tests, not at
 // every reload). tracer, when not nil, collects coverage.
-func RunBundleTests(ctx context.Context, snap *Snapshot, bs []*bundles.Bundle, tracer *cover.Cover, timeout time.Duration) ([]*tester.Result, error) {
+func RunBundleTests(ctx context.Context, snap *Snapshot, bs []*bundles.Bundle, tracer topdown.QueryTracer, timeout time.Duration) ([]*tester.Result, error) {
 	var pkgs []string
 	for _, b := range bs {
 		if !b.IsUser() {
@@ -56,7 +62,7 @@ func RunBundleTests(ctx context.Context, snap *Snapshot, bs []*bundles.Bundle, t
 
 // RunTests runs the test rules of modules whose full name matches filter
 // (all when ""), with the sandboxed builtins. tracer may be nil.
-func RunTests(ctx context.Context, modules map[string]*ast.Module, store storage.Store, filter string, tracer *cover.Cover, timeout time.Duration) ([]*tester.Result, error) {
+func RunTests(ctx context.Context, modules map[string]*ast.Module, store storage.Store, filter string, tracer topdown.QueryTracer, timeout time.Duration) ([]*tester.Result, error) {
 	txn, err := store.NewTransaction(ctx)
 	if err != nil {
 		return nil, err

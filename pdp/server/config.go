@@ -79,6 +79,13 @@ type Config struct {
 	WaitForBundle bool
 	ShutdownGrace time.Duration // how long in-flight calls may take to finish once stopping
 
+	// Load bounds each bundle load: a child process (LoadCommand, this
+	// binary's hidden load-child command) loads it first, killed past
+	// LoadTimeout or LoadMemoryBytes. No LoadCommand loads in process only.
+	LoadCommand     []string
+	LoadTimeout     time.Duration
+	LoadMemoryBytes int64
+
 	Logger *slog.Logger // nil: discarded
 
 	// Engine and API are the engine's and the gRPC service's own options;

@@ -20,13 +20,13 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
-	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/approver"
 	"github.com/toolpdp/toolpdp/pdp/console"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi"
+	"github.com/toolpdp/toolpdp/pdp/loadchild"
 	"github.com/toolpdp/toolpdp/pdp/notify"
 	"github.com/toolpdp/toolpdp/pdp/session"
 	"github.com/toolpdp/toolpdp/pdp/tokenfile"
@@ -78,6 +78,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	ec := cfg.Engine
 	ec.Logger, ec.Registerer, ec.DecisionLog = cfg.Logger, s.registry, s.dlog
+	if len(cfg.LoadCommand) > 0 {
+		ec.LoadChild = &loadchild.Config{Command: cfg.LoadCommand, Timeout: cfg.LoadTimeout, MemoryBytes: cfg.LoadMemoryBytes}
+	}
 	if err := s.openTokenFiles(&ec); err != nil {
 		return nil, err
 	}
@@ -276,14 +279,20 @@ func (s *Server) Addrs(option string) []net.Addr {
 var ErrUsage = errors.New("usage")
 
 // openDecisionLog opens the decision log c asks for; nil when off.
-func openDecisionLog(c DecisionLog, log *slog.Logger, reg prometheus.Registerer) (*decisionlog.Log, error) {
+func openDecisionLog(c DecisionLog, log *slog.Logger, reg prometheus.Registerer) (_ *decisionlog.Log, err error) {
 	switch c.To {
 	case "off", "":
 		return nil, nil
 	case "stdout":
 		c.Writer = os.Stdout
 	default:
-		c.Writer = &lumberjack.Logger{Filename: c.To, MaxSize: c.MaxMB, MaxBackups: c.MaxBackups}
+		file := decisionlog.NewFile(c.To, c.MaxMB, c.MaxBackups)
+		defer func() {
+			if err != nil {
+				file.Close()
+			}
+		}()
+		c.Writer = file
 	}
 	c.Logger, c.Registerer = log, reg
 	return decisionlog.New(c.Config)

@@ -216,9 +216,13 @@ network(own) := "none" if {
 	"none" in {object.get(global, "network", ""), object.get(own, "network", "")}
 } else := ""
 
-default global := {}
-
-global := data.guardrails
+# global is the data keys of data.guardrails the library reads, each
+# looked up alone: reading data.guardrails whole would evaluate every rule
+# of the owners' packages (and their tests) once per load.
+global := {k: v |
+	some k in {"deny_commands", "ask_commands", "protected_paths", "protect_vcs_and_agent_config", "network"}
+	v := data.guardrails[k]
+}
 
 protected_names(own) := array.concat(listed(own), data.toolpdp.tables.protected_names) if {
 	protect_vcs_and_agent_config(own)
