@@ -85,6 +85,8 @@ func TestClosedWorldShapes(t *testing.T) {
 			{"capsh --caps=x -- -c 'rm -rf d'", "deny"}, {"capsh --shell=/usr/bin/curl -- x", "deny"}, {"ifne curl x", "deny"},
 			{"pee 'curl x' cat", "deny"}, {"sshpass -p x curl y", "deny"}, {"ssh-agent -t 1 -t 2 -t 3 -t 4 -t 5 -t 6 curl x", "deny"},
 			{"chronic curl x", "deny"}, {"lckdo l curl x", "deny"}, {"npx a b c d e f g h curl x", "deny"},
+			{"docker run --rm -v \"$PWD\":/app -w /app node:20 npm test", "allow"}, {"docker run img \"$CMD\"", "ask"},
+			{"docker run --rm img curl x", "deny"}, {"docker build -t curl .", "allow"}, {"npm install curl", "allow"},
 		},
 		"the subcommand rule": {
 			{"git stash push -m wip", "allow"}, {"git -C . push origin main", "ask"}, {"git -c k=v push origin", "ask"},
@@ -101,6 +103,15 @@ func TestClosedWorldShapes(t *testing.T) {
 			{"n=$(date '+a[$(curl x)]'); echo $((n))", "ask"}, {"n=$(seq -f 'a[%g]' 1); echo $((n))", "ask"}, {"n=$(cat f); echo $((n))", "ask"},
 			{"n=$(wc -l *.txt); echo $((n))", "ask"}, {"trap 'rm -f tmp.txt' EXIT; ls", "allow"}, {"trap 'curl x' EXIT; ls", "deny"},
 			{"trap 'rm -rf d' EXIT", "deny"}, {"trap \"rm -f $t\" EXIT", "ask"},
+		},
+		"ordinary commands once asked": {
+			{"rm -f *.o", "allow"}, {"rm -f *", "ask"}, {"rm -f -- *.txt", "allow"}, {"for i in {1..5}; do echo $((i*2)); done", "allow"},
+			{"for i in {a,b}; do echo $((i)); done", "ask"}, {"vim -c ':wq' f.txt", "allow"}, {"vim +10 f.txt", "allow"},
+			{"vim -c '%s/a/b/g' -c wq f", "allow"}, {"vim -c '!curl x' f", "ask"}, {"vim -c 's/x/\\=system(\"id\")/' f", "ask"},
+			{"git config --get remote.origin.url", "allow"}, {"git config user.name", "allow"}, {"git config remote.origin.url 'ext::sh'", "ask"},
+			{"git config --add alias.x '!curl x'", "ask"}, {"git check-ignore .env", "allow"}, {"git ls-files .env", "allow"},
+			{"tmp=$(mktemp); echo x > \"$tmp\"; cat \"$tmp\"", "allow"}, {"f=/tmp/x; rm \"$f\"", "ask"}, {"d=$(mktemp -d); cp f \"$d/\"", "allow"},
+			{"t=$(mktemp .git/x.XXXX); echo x > $t", "ask"}, {"TMPDIR=.git; t=$(mktemp); echo x > $t", "ask"},
 		},
 		"protected names through the shell": {
 			{"rm -r .git", "ask"}, {"rm -r ./.GIT", "ask"}, {"rm -r .git/", "ask"}, {"rm -r .git.", "ask"}, {"mv .claude x", "ask"},

@@ -64,10 +64,22 @@ func (a *analyzer) execOptionIn(ctx leafCtx, name string, list []execOption, arg
 			if !ok {
 				continue
 			}
+			if value.kind == literal && anyMatch(o.safe, value.text) {
+				continue
+			}
 			if value.kind != literal || o.any || valueMatches(value.text, o.values) {
 				a.unseen(name+" "+o.option+" (an option that runs a command)", ctx.src)
 				return true
 			}
+		}
+	}
+	return false
+}
+
+func anyMatch(res []*regexp.Regexp, s string) bool {
+	for _, re := range res {
+		if re.MatchString(s) {
+			return true
 		}
 	}
 	return false

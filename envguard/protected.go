@@ -32,6 +32,11 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	if c.printOnly[name] || c.printOnly[canon] {
 		return
 	}
+	if sc := c.subcommands[canon]; sc != nil {
+		if _, sub, told := sc.find(args); told && c.printOnly[canon+" "+sub] {
+			return // git check-ignore .env reads no file
+		}
+	}
 	mode, writes := c.writers[canon]
 	if !writes {
 		mode, writes = c.writers[name]

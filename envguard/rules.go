@@ -341,14 +341,35 @@ func hasShort(t *Tables, program string, args []word, s byte) (possible, certain
 			} else if p, _ := a.could("-" + string(s) + string(s)); p {
 				possible = true
 			}
-			if strings.HasPrefix(a.pattern, "^(?:[") || strings.HasPrefix(a.pattern, "^(?:-") || strings.HasPrefix(a.pattern, "^(?:(?:") {
+			if optionShaped(a.text) && (strings.HasPrefix(a.pattern, "^(?:[") || strings.HasPrefix(a.pattern, "^(?:-") || strings.HasPrefix(a.pattern, "^(?:(?:")) {
 				possible = true // a glob that can start with "-" can hold any option letters
 			}
 		case opaque:
-			possible = true
+			possible = true // a parameter could become any option, whatever it was given
 		}
 	}
 	return possible, false
+}
+
+// optionShaped reports a glob as written whose literal characters could
+// all belong to an option cluster (letters, digits, "-"): `*.o` cannot
+// expand to one, since a name holding "." is no cluster of letters.
+func optionShaped(glob string) bool {
+	inClass := false
+	for i := 0; i < len(glob); i++ {
+		c := glob[i]
+		switch {
+		case inClass:
+			inClass = c != ']'
+		case c == '[':
+			inClass = true
+		case c == '*' || c == '?' || c == '{' || c == '}' || c == ',' || c == '-' || c == '"' || c == '\'':
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func hasLong(args []word, long string) (possible, certain bool) {

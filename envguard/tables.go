@@ -102,6 +102,9 @@ type Tables struct {
 type ExecOption struct {
 	Option string   `json:"option"`
 	Values []string `json:"values,omitempty"`
+	// Safe are regular expressions of values that run nothing (vim -c
+	// ':wq'): an option whose value matches one is not asked.
+	Safe []string `json:"safe,omitempty"`
 }
 
 // WrapperSpec is a wrapper's option grammar and what follows its options.
@@ -154,6 +157,7 @@ type compiled struct {
 type execOption struct {
 	option string
 	values []*regexp.Regexp
+	safe   []*regexp.Regexp
 	any    bool
 }
 
@@ -276,6 +280,13 @@ func (t *Tables) compile() (*compiled, error) {
 					return nil, fmt.Errorf("exec_options[%q][%d].values: %q: %v", prog, i, v, err)
 				}
 				out[i].values = append(out[i].values, re)
+			}
+			for _, v := range o.Safe {
+				re, err := regexp.Compile(v)
+				if err != nil {
+					return nil, fmt.Errorf("exec_options[%q][%d].safe: %q: %v", prog, i, v, err)
+				}
+				out[i].safe = append(out[i].safe, re)
 			}
 		}
 		c.execOptions[prog] = out

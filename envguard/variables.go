@@ -1,6 +1,7 @@
 package envguard
 
 import (
+	"regexp"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -17,6 +18,11 @@ type scope struct {
 	// names are the functions the script defines: a program of the
 	// numeric_output table so named is the function.
 	names map[string]bool
+	// temps are the paths of variables assigned only from mktemp (a
+	// fresh file under its template or $TMPDIR); notTemp those assigned
+	// otherwise too.
+	temps   map[string][]string
+	notTemp map[string]bool
 	// top are the declarations that run whenever their script or
 	// function body does: direct statements of it, not inside a
 	// conditional, a list or a subshell.
@@ -32,7 +38,7 @@ type assocDecl struct {
 
 func newScope(a *analyzer, src string, file *syntax.File) *scope {
 	sc := &scope{vars: map[string]bool{}, values: map[string][]string{}, assoc: map[string]assocDecl{}, names: map[string]bool{},
-		top: map[*syntax.DeclClause]bool{}}
+		top: map[*syntax.DeclClause]bool{}, temps: map[string][]string{}, notTemp: map[string]bool{}}
 	sc.topLevel(file.Stmts)
 	syntax.Walk(file, func(n syntax.Node) bool {
 		if f, ok := n.(*syntax.FuncDecl); ok && f.Body != nil {
@@ -273,6 +279,11 @@ func (sc *scope) collect(a *analyzer, src string, file *syntax.File) {
 					}
 				}
 				sc.assigned(n.Name.Value, !clean, value)
+				if t, ok := mktempPath(src, n); ok {
+					sc.temps[n.Name.Value] = append(sc.temps[n.Name.Value], t)
+				} else {
+					sc.notTemp[n.Name.Value] = true
+				}
 			}
 		case *syntax.DeclClause:
 			sc.declared(src, n)
@@ -315,6 +326,55 @@ func (sc *scope) collect(a *analyzer, src string, file *syntax.File) {
 		}
 		return true
 	})
+}
+
+// mktempPath is the path an assignment from $(mktemp …) names: its
+// template, the directory of -p/--tmpdir, or $TMPDIR's default.
+func mktempPath(src string, as *syntax.Assign) (string, bool) {
+	if as.Value == nil || as.Array != nil || as.Index != nil || len(as.Value.Parts) != 1 {
+		return "", false
+	}
+	part := as.Value.Parts[0]
+	if dq, ok := part.(*syntax.DblQuoted); ok && len(dq.Parts) == 1 {
+		part = dq.Parts[0]
+	}
+	cs, ok := part.(*syntax.CmdSubst)
+	if !ok || len(cs.Stmts) != 1 || len(cs.Stmts[0].Redirs) > 0 {
+		return "", false
+	}
+	call, ok := cs.Stmts[0].Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Assigns) > 0 || len(call.Args) == 0 || wordOf(src, call.Args[0]).text != "mktemp" {
+		return "", false
+	}
+	dir, template := "/tmp", "tmp.XXXXXXXXXX"
+	args := call.Args[1:]
+	for i := 0; i < len(args); i++ {
+		w := wordOf(src, args[i])
+		if w.kind != literal || smuggles(w.text) {
+			return "", false
+		}
+		switch {
+		case w.text == "-p" && i+1 < len(args):
+			i++
+			d := wordOf(src, args[i])
+			if d.kind != literal {
+				return "", false
+			}
+			dir = d.text
+		case strings.HasPrefix(w.text, "--tmpdir="):
+			dir = strings.TrimPrefix(w.text, "--tmpdir=")
+		case strings.HasPrefix(w.text, "-"):
+		default:
+			template = w.text
+		}
+	}
+	if strings.HasPrefix(template, "/") {
+		return template, true
+	}
+	if strings.Contains(template, "/") {
+		return template, true // relative to the cwd, as mktemp takes it
+	}
+	return dir + "/" + template, true
 }
 
 // declared records the associative arrays of a declare/typeset/local -A.
@@ -421,6 +481,8 @@ func (a *analyzer) cleanWord(src string, w *syntax.Word) bool {
 		return numeric // arithmetic or a number's output only
 	case literal:
 		return !smuggles(v.text)
+	case pattern:
+		return numericBraces.MatchString(v.text) // {1..5}, {1,2,3}
 	}
 	return false // a glob: file names are anybody's text
 }
@@ -433,6 +495,8 @@ func (a *analyzer) allClean(src string, items []*syntax.Word) bool {
 	}
 	return true
 }
+
+var numericBraces = regexp.MustCompile(`^\{(?:-?[0-9]+\.\.-?[0-9]+(?:\.\.-?[0-9]+)?|-?[0-9]+(?:,-?[0-9]+)+)\}$`)
 
 // numericSubst reports a command substitution whose output is a number: a
 // single command of the numeric_output table, by its exact argv shape,

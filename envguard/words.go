@@ -69,7 +69,7 @@ func wordOf(src string, w *syntax.Word) word {
 // variables are known.
 func (a *analyzer) word(src string, w *syntax.Word) word {
 	out := wordOf(src, w)
-	if out.kind == opaque && w != nil && a.sc != nil {
+	if out.kind == opaque && !out.home && w != nil && a.sc != nil {
 		out.values = a.sc.expand(w.Parts, 16)
 	}
 	return out
@@ -113,10 +113,17 @@ func (sc *scope) expand(parts []syntax.WordPart, max int) []string {
 			if p.Param == nil || p.Excl || p.Length || p.Index != nil || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Names != 0 {
 				return nil
 			}
-			if d, ok := sc.vars[p.Param.Value]; !ok || d || len(sc.values[p.Param.Value]) == 0 {
+			name := p.Param.Value
+			if t := sc.temps[name]; len(t) > 0 && !sc.notTemp[name] && !sc.notTemp["TMPDIR"] && sc.temps["TMPDIR"] == nil {
+				if _, tmpdir := sc.vars["TMPDIR"]; !tmpdir {
+					alts = t
+					break
+				}
+			}
+			if d, ok := sc.vars[name]; !ok || d || len(sc.values[name]) == 0 {
 				return nil
 			}
-			alts = sc.values[p.Param.Value]
+			alts = sc.values[name]
 		default:
 			return nil
 		}

@@ -35,6 +35,8 @@ func (a *analyzer) runner(ctx leafCtx, name string, args []word, depth int) erro
 			_, text, _ = strings.Cut(text, "=")
 		} else if k, v, ok := strings.Cut(text, "="); w.kind == literal && ok && !strings.ContainsAny(k, " \t") {
 			text = v // scripts.t='curl x' (npm pkg set), NAME=value
+		} else if w.kind == opaque && i > 0 && optionTakingValue(args[i-1]) && strings.ContainsAny(w.text, ":=/") {
+			// -v "$PWD":/app: an option's value, not a command
 		} else {
 			if err := a.leaf(ctx, Leaf{}, args[i:], depth); err != nil {
 				return err
@@ -50,6 +52,12 @@ func (a *analyzer) runner(ctx leafCtx, name string, args []word, depth int) erro
 }
 
 // gitGlobal is git's own options, before the subcommand.
+// optionTakingValue reports an option word that may take the next word
+// as its value: -v, --volume (not --volume=x, which has it).
+func optionTakingValue(w word) bool {
+	return w.kind == literal && strings.HasPrefix(w.text, "-") && w.text != "--" && !strings.Contains(w.text, "=")
+}
+
 // git follows the git subcommands that run commands: bisect run,
 // submodule foreach, and config of a key that runs one (an alias, a pager,
 // an editor, a hook path …, the keys of exec_options' git -c); and the
@@ -82,6 +90,18 @@ func (a *analyzer) git(ctx leafCtx, args []word, depth int) error {
 			if o.option == "-c" {
 				keys = o.values
 			}
+		}
+		// Reading a key (git config --get k, git config k) sets nothing;
+		// setting one (k v, --add, set k v) of a key that runs commands is
+		// unseen.
+		operands := 0
+		for _, w := range tail {
+			if w.kind != literal || !strings.HasPrefix(w.text, "-") || isNumber(w.text) {
+				operands++
+			}
+		}
+		if operands < 2 && !hasAnyLiteral(tail, "--add", "--replace-all", "-e", "--edit") {
+			break
 		}
 		for _, w := range tail {
 			if w.kind != literal || (!strings.HasPrefix(w.text, "-") && valueMatches(w.text, keys)) {

@@ -81,23 +81,20 @@ func (w *Workspaces) identify(ctx context.Context) (string, bool) {
 // a token that two workspaces' files both hold (a copy-paste in a Secret)
 // binds to neither: which one it meant cannot be known.
 func (w *Workspaces) match(token string) (string, bool) {
-	found := map[string]bool{}
-	for known, ws := range w.Tokens {
-		if subtle.ConstantTimeCompare([]byte(token), []byte(known)) == 1 {
-			found[ws] = true
+	found, ambiguous := "", false
+	see := func(ws, known string) {
+		if known != "" && subtle.ConstantTimeCompare([]byte(token), []byte(known)) == 1 {
+			ambiguous = ambiguous || (found != "" && found != ws)
+			found = ws
 		}
+	}
+	for known, ws := range w.Tokens {
+		see(ws, known)
 	}
 	for ws, f := range w.Files {
-		known, err := f.Token()
-		if err == nil && known != "" && subtle.ConstantTimeCompare([]byte(token), []byte(known)) == 1 {
-			found[ws] = true
+		if known, err := f.Token(); err == nil {
+			see(ws, known)
 		}
 	}
-	if len(found) != 1 {
-		return "", false
-	}
-	for ws := range found {
-		return ws, true
-	}
-	return "", false
+	return found, found != "" && !ambiguous
 }

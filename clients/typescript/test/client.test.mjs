@@ -145,3 +145,11 @@ test("reportResults: a PostToolUseFailure counts toward the cap, as the SDK's ho
   // A success resets the count; a call the sidecar never allowed is ignored.
   await hooks.PostToolUse[0].hooks[0]({ ...base, hook_event_name: "PostToolUse", tool_name: "Read", tool_input: {}, tool_response: {}, tool_use_id: "never" }, "never", { signal });
 });
+
+test("filterTools: what some call could allow or ask, and why the rest is hidden", async () => {
+  const r = await client.filterTools({ agentId: "ts", tools: [{ name: "Read" }, { name: "create_issue", server: "github" }] });
+  assert.deepEqual(r.visible, [{ name: "Read", server: undefined }]);
+  assert.equal(r.hidden.length, 1);
+  assert.equal(r.hidden[0].tool.name, "create_issue");
+  assert.ok(r.hidden[0].reason.length > 0);
+});
