@@ -20,21 +20,17 @@ import (
 // approverFlags are the flags pending and confirm share: where the
 // approver's address is, the token it takes, the output format.
 type approverFlags struct {
-	addr, tokenFile, format string
+	addr, tokenFile string
+	format          outputFormat
 }
 
 func (a *approverFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&a.addr, "addr", server.DefaultListen, "the approver's address (serve --confirm-listen): host:port or unix:///path (env TOOLPDP_ADDR)")
 	fs.StringVar(&a.tokenFile, "token-file", "", "file holding the approver token (serve --approver-token-file) to present (env TOOLPDP_TOKEN_FILE)")
-	fs.StringVar(&a.format, "format", "text", "text or json")
+	a.format = formatFlag(fs, "text")
 }
 
-func (a *approverFlags) check() error {
-	if a.format != "text" && a.format != "json" {
-		return fmt.Errorf("%w: --format %q is not text or json", errUsage, a.format)
-	}
-	return nil
-}
+func (a *approverFlags) check() error { return a.format.valid() }
 
 // parseInterleaved parses flags that may come before, between and after
 // the positional arguments (toolpdp confirm ID allow --message M), and
@@ -93,7 +89,7 @@ func pending(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	if af.format == "json" {
+	if af.format.json() {
 		out := make([]json.RawMessage, 0, len(asks))
 		for _, a := range asks {
 			raw, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(a)
@@ -208,7 +204,7 @@ func confirm(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	if af.format == "json" {
+	if af.format.json() {
 		raw, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(resp)
 		if err != nil {
 			return err

@@ -192,13 +192,13 @@ func TestApproverAddressNeedsAToken(t *testing.T) {
 	for _, flag := range []string{"--confirm-listen", "--console-listen"} {
 		sock := filepath.Join(t.TempDir(), "s.sock")
 		out, err := exec.Command(binary(t), "serve", "--listen", "unix://"+sock, "--metrics-listen", "", flag, "127.0.0.1:0").CombinedOutput()
-		if code := exitCodeOf(err); code != 2 || !strings.Contains(string(out), "--approver-token-file") {
+		if code := processExit(err); code != 2 || !strings.Contains(string(out), "--approver-token-file") {
 			t.Errorf("%s on TCP without a token: exit %d\n%s", flag, code, out)
 		}
 	}
 }
 
-func exitCodeOf(err error) int {
+func processExit(err error) int {
 	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode()
 	}
