@@ -151,4 +151,3 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Fatalf("the answered ask stays listed: %v", err)
 	}
 }
-
