@@ -5,7 +5,8 @@
 "use strict";
 
 const headers = { "X-Toolpdp-Console": "1" };
-let revealed = {};   // decision id -> the ask with its secrets shown
+let revealed = {};   // decision id -> the ask as fetched again: its secrets shown, or whole
+let shownIds = "";   // the asks on screen, to tell when the list changes under the pointer
 let answering = {};  // decision id -> the deny message typed so far
 
 async function api(path, init) {
@@ -48,7 +49,17 @@ function render(item) {
   if (a.arguments_truncated) {
     const t = el.querySelector(".truncated");
     t.hidden = false;
-    t.textContent = "Only the first " + a.arguments.length + " of " + a.arguments_bytes + " bytes of the arguments are shown: you have not seen the whole call.";
+    t.textContent = "Only the first " + a.arguments.length + " of " + a.arguments_bytes + " bytes of the arguments are shown: you have not seen the whole call. ";
+    const more = document.createElement("button");
+    more.type = "button";
+    more.className = "whole";
+    more.textContent = "Show the whole call";
+    more.addEventListener("click", async () => {
+      const one = await api("/api/ask?max_argument_bytes=1048576&id=" + encodeURIComponent(a.decision_id) + (a.revealed ? "&reveal=1" : ""));
+      revealed[a.decision_id] = one.ask;
+      refresh();
+    });
+    t.appendChild(more);
   }
   const env = Object.keys(a.env || {}).sort();
   if (env.length) {
@@ -66,7 +77,7 @@ function render(item) {
     const b = s.querySelector(".reveal");
     if (a.revealed) b.hidden = true;
     b.addEventListener("click", async () => {
-      const one = await api("/api/ask?reveal=1&id=" + encodeURIComponent(a.decision_id));
+      const one = await api("/api/ask?reveal=1&max_argument_bytes=" + (a.arguments_truncated ? 16384 : 1048576) + "&id=" + encodeURIComponent(a.decision_id));
       revealed[a.decision_id] = one.ask;
       refresh();
     });
@@ -113,6 +124,14 @@ async function refresh() {
     for (const id of Object.keys(revealed)) if (!keep.has(id)) delete revealed[id];
     const focused = document.activeElement && document.activeElement.classList.contains("deny-message") ? document.activeElement.closest(".ask").id : "";
     list.replaceChildren(...body.asks.map(render));
+    // When the list changed, another ask may now be where the pointer was:
+    // answers wait a moment, so a click meant for one never answers another.
+    const ids = body.asks.map((x) => x.ask.decision_id).join(",");
+    if (ids !== shownIds && shownIds !== "") {
+      for (const b of list.querySelectorAll(".answer button")) b.disabled = true;
+      setTimeout(() => { for (const b of list.querySelectorAll(".answer button")) b.disabled = false; }, 1000);
+    }
+    shownIds = ids;
     document.getElementById("empty").hidden = body.asks.length > 0;
     if (focused && document.getElementById(focused)) document.getElementById(focused).querySelector(".deny-message").focus();
   } catch (e) {
