@@ -83,15 +83,6 @@ func (m *matcher) find(roots []string, max int) (found []string, truncated bool)
 	return found, truncated
 }
 
-func (m *matcher) foundSet(roots []string, max int) map[string]bool {
-	found, _ := m.find(roots, max)
-	set := make(map[string]bool, len(found))
-	for _, f := range found {
-		set[f] = true
-	}
-	return set
-}
-
 // newSince lists the entries found now that were not in before.
 func (m *matcher) newSince(before map[string]bool, roots []string, max int) []string {
 	found, _ := m.find(roots, max)

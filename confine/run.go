@@ -122,7 +122,10 @@ func Run(spec Spec, opt Options, stdin io.Reader, stdout, stderr io.Writer) (*Re
 		rep.ExitCode = &code
 		return rep, code
 	}
-	before := readOnly.foundSet(roots.writes, opt.MaxWalk)
+	before := map[string]bool{}
+	for _, f := range append(slices.Clone(found.readOnly), found.unreadable...) {
+		before[f] = true
+	}
 	code := pipes.goAndWait(child)
 	endDescendants()
 	for _, c := range readOnly.newSince(before, roots.writes, opt.MaxWalk) {

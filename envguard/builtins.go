@@ -189,28 +189,21 @@ func (a *analyzer) shopt(ctx leafCtx, args []word) {
 
 // printfV: printf -v NAME (or -vNAME) assigns NAME.
 func (a *analyzer) printfV(ctx leafCtx, args []word) {
-	for i := 0; i < len(args); i++ {
-		w := args[i]
-		if w.kind != literal {
-			if w.kind == opaque && i == 0 {
-				a.unseen("printf with options computed at run time ("+clip(w.text)+")", ctx.src)
-			}
-			return
+	// printf has one option, so only its first word can assign.
+	if len(args) == 0 {
+		return
+	}
+	w := args[0]
+	switch {
+	case w.kind == opaque:
+		a.unseen("printf with options computed at run time ("+clip(w.text)+")", ctx.src)
+	case w.kind != literal:
+	case w.text == "-v":
+		if len(args) > 1 {
+			a.assignTarget(ctx, args[1])
 		}
-		switch {
-		case w.text == "--":
-			return
-		case w.text == "-v":
-			if i+1 < len(args) {
-				a.assignTarget(ctx, args[i+1])
-			}
-			return
-		case strings.HasPrefix(w.text, "-v"):
-			a.assignTarget(ctx, word{text: w.text[2:], kind: literal})
-			return
-		default:
-			return
-		}
+	case strings.HasPrefix(w.text, "-v"):
+		a.assignTarget(ctx, word{text: w.text[2:], kind: literal})
 	}
 }
 

@@ -67,7 +67,6 @@ type session struct {
 	own         map[jsonrpc.ID]chan *jsonrpc.Response // the proxy's own requests to the client
 	held        map[jsonrpc.ID]context.CancelFunc     // calls waiting for a person
 	elicitation bool                                  // the client can be asked (it declared elicitation)
-	closed      bool
 }
 
 type forwardedCall struct {

@@ -239,7 +239,8 @@ func TestExecConfinesFiles(t *testing.T) {
 		`umount .git && echo UMOUNTED-GIT`,
 		`umount -l .env && echo UMOUNTED-ENV`,
 		`unshare -Urm sh -c 'umount .git; echo x >> .git/config' && echo UNSHARED`,
-		`ls /proc/$$/fd | tr '\n' ' ' | sed 's/^/fds: /'; echo`,
+		// No pipeline here: bash holds a pipeline's pipes while it runs.
+		`ls /proc/$$/fd > "$TMPDIR/fds"; echo "fds: $(echo $(cat "$TMPDIR/fds"))"`,
 		`mkdir -p new/.claude && echo made-claude`,
 		`true`,
 	}, "; ")

@@ -244,8 +244,12 @@ func TestMCPProxyLateTool(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var sampled atomic.Bool
+	// Sampling is deprecated in the newest protocol version, yet servers
+	// still send it: the gateway must refuse it.
+	//lint:ignore SA1019 the test plays a client that could sample
 	opts := &mcp.ClientOptions{CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 		sampled.Store(true)
+		//lint:ignore SA1019 the test plays a client that could sample
 		return &mcp.CreateMessageResult{Model: "none", Role: "assistant", Content: &mcp.TextContent{Text: "sampled"}}, nil
 	}}
 	s, stderr := f.connect(t, ctx, opts)

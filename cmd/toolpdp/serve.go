@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -60,6 +59,8 @@ func serveFlagSet(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	fs.DurationVar(&e.EvalTimeout, "eval-timeout", pdp.DefaultEvalTimeout, "bound on one policy evaluation; past it the call is denied")
 	fs.IntVar(&api.MaxArgsBytes, "max-args-bytes", grpcapi.DefaultMaxArgsBytes, "bound on a request's encoded args; larger is INVALID_ARGUMENT")
 	fs.Int64Var(&api.MaxInflightBytes, "max-inflight-bytes", grpcapi.DefaultMaxInflightBytes, "encoded bytes of Decide requests decided at once; more wait, and past 5s are RESOURCE_EXHAUSTED")
+	fs.Int64Var(&api.MaxReceiveBytes, "max-receive-bytes", grpcapi.DefaultMaxReceiveBytes, "bytes of requests being received at once, on every method, counted at the largest message size before a message is read; more wait up to 1s, then RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.MaxConnections, "max-connections", server.DefaultMaxConnections, "connections each gRPC listener holds open at once; more wait to be accepted")
 	fs.IntVar(&api.MaxWaiters, "max-waiters", grpcapi.DefaultMaxWaiters, "AwaitDecision calls waiting for a person's answer at once; more are RESOURCE_EXHAUSTED")
 	fs.StringVar(&c.State.URL, "state", "memory", "where session state lives (pins, counts and halts, asks, remembered approvals): memory; file:PATH, an embedded store on local disk that a restart keeps (one process per file); or redis://… or rediss://…, a Redis replicas share (its maxmemory-policy must be noeviction)")
 	fs.StringVar(&c.State.PasswordFile, "state-password-file", "", "file holding the --state Redis password (instead of one in the URL)")
@@ -158,33 +159,4 @@ func serve(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer)
 	c.API.Options = tracing.options
 	c.Reload = hup
 	return server.Run(ctx, c.Config)
-}
-
-// modeFlag is an octal file mode: --unix-socket-mode.
-type modeFlag os.FileMode
-
-func (m *modeFlag) String() string { return fmt.Sprintf("%04o", uint32(*m)) }
-
-func (m *modeFlag) Set(v string) error {
-	n, err := strconv.ParseUint(v, 8, 32)
-	if err != nil || n > 0o777 || n == 0 {
-		return fmt.Errorf("%q is not an octal file mode that lets anyone connect", v)
-	}
-	*m = modeFlag(n)
-	return nil
-}
-
-// loadChildCommand is the hidden command a bundle load's child process
-// runs (pdp/loadchild): not for people, so not in the usage.
-const loadChildCommand = "load-child"
-
-func loadChild(ctx context.Context, args []string, stdin io.Reader, stdout, _ io.Writer) error {
-	if len(args) != 1 {
-		return fmt.Errorf("%w: %s MEMORY_BYTES", errUsage, loadChildCommand)
-	}
-	n, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || n <= 0 {
-		return fmt.Errorf("%w: %s: %q is not a number of bytes", errUsage, loadChildCommand, args[0])
-	}
-	return loadchild.Serve(ctx, n, stdin, stdout)
 }

@@ -110,7 +110,7 @@ func TestSearchGlobsStayInScope(t *testing.T) {
 		"*/../../outside/*", "~/x/*", "file:///etc/*", strings.Repeat("{a,b}", 9) + "/*", ".e{m..o}v",
 		// Wildcards that match a symlink leading out, or to a protected name.
 		"l*_out/*", "l?nk_out/secret", "[l]ink_out/*", "*/secret", "src/d*/*", "src/*/secret", "src/file_*", "inno*", "{x,l*}/*",
-		"*.c ../outside/*", "*.c\t.env", // some tools split a glob argument at blanks
+		"*.c ../outside/*", "*.c\t.env", "*.c,../outside/*", "*.go,.env", // some tools split a glob argument at blanks or commas
 	}
 	for _, g := range outside {
 		if d := glob("Glob", "pattern", g); d != pb.Decision_DECISION_DENY {
@@ -120,7 +120,7 @@ func TestSearchGlobsStayInScope(t *testing.T) {
 			t.Errorf("Grep glob %q: %v, want deny", g, d)
 		}
 	}
-	for _, g := range []string{"src/*.c", "**/*.go", "*.{ts,tsx}", "{src,.}/*.c", "src/{a,b}/*"} {
+	for _, g := range []string{"src/*.c", "**/*.go", "*.{ts,tsx}", "{src,.}/*.c", "src/{a,b}/*", "*.go,*.c", "src/*.c *.md"} {
 		if d := glob("Glob", "pattern", g); d != pb.Decision_DECISION_ALLOW {
 			t.Errorf("Glob %q: %v, want allow", g, d)
 		}

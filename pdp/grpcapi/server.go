@@ -37,6 +37,8 @@ const (
 	MaxToolNameBytes = 256
 	MaxIDBytes       = 256  // agent_id, session_id, server, call_id, decision_id
 	MaxFilterTools   = 1024 // tools in one FilterTools request
+	// MaxStreamsPerConn bounds the calls one connection has open at once.
+	MaxStreamsPerConn = 100
 )
 
 // DefaultMaxArgsBytes bounds a request's encoded args when Config does not.
@@ -62,6 +64,11 @@ type Config struct {
 	// DefaultMaxWaiters when 0.
 	MaxWaiters int
 
+	// MaxReceiveBytes bounds the requests being received at once, on
+	// every method, counted at the largest message size before any of a
+	// message is read (receive.go); DefaultMaxReceiveBytes when 0.
+	MaxReceiveBytes int64
+
 	// Options are added after the server's own (tracing's stats handler
 	// and its interceptor, chained innermost).
 	Options []grpc.ServerOption
@@ -80,8 +87,9 @@ type Server struct {
 	health *health.Server
 	cfg    Config
 
-	inflight *byteGate // bytes of Decide requests being decided
-	waiters  *waiters  // AwaitDecision calls waiting
+	inflight *byteGate    // bytes of Decide requests being decided
+	receive  *receiveGate // streams whose request is being received
+	waiters  *waiters     // AwaitDecision calls waiting
 }
 
 // New builds the gRPC server: the decision service, health, reflection
@@ -89,18 +97,27 @@ type Server struct {
 // policy in force.
 func New(engine *pdp.Engine, cfg Config) (*grpc.Server, *Server, error) {
 	cfg = cfg.withDefaults()
-	s := &Server{engine: engine, health: health.NewServer(), cfg: cfg, inflight: newByteGate(cfg.MaxInflightBytes), waiters: newWaiters(cfg.MaxWaiters)}
+	maxMessage := cfg.MaxArgsBytes + 64<<10
+	s := &Server{engine: engine, health: health.NewServer(), cfg: cfg, inflight: newByteGate(cfg.MaxInflightBytes), waiters: newWaiters(cfg.MaxWaiters),
+		receive: newReceiveGate(cfg.MaxReceiveBytes, maxMessage)}
 	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 		grpcprom.WithHistogramBuckets([]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .25, 1}),
 	))
-	for _, c := range append(append(s.inflight.collectors(), s.waiters.collectors()...), metrics) {
+	for _, c := range append(append(s.inflight.collectors(), s.waiters.collectors()...), metrics, s.receive.refused) {
 		if err := cfg.Registerer.Register(c); err != nil {
 			return nil, nil, fmt.Errorf("register gRPC metrics: %w", err)
 		}
 	}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newUTF8Codec(s.inflight)),
-		grpc.MaxRecvMsgSize(cfg.MaxArgsBytes + 64<<10),
+		grpc.MaxRecvMsgSize(maxMessage),
+		grpc.InTapHandle(s.receive.tap),
+		grpc.StatsHandler(receiveStats{}),
+		// Streams per connection, and buffers per connection, bounded: the
+		// listeners bound the connections (server.MaxConnections).
+		grpc.MaxConcurrentStreams(MaxStreamsPerConn),
+		grpc.ReadBufferSize(16 << 10),
+		grpc.WriteBufferSize(16 << 10),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(s.chain(metrics)...),
 	}
@@ -134,6 +151,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxInflightBytes <= 0 {
 		c.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if c.MaxReceiveBytes <= 0 {
+		c.MaxReceiveBytes = DefaultMaxReceiveBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

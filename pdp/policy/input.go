@@ -285,14 +285,23 @@ func globTerms(ctx context.Context, arg, access, raw, base, cwd string, walk boo
 }
 
 // globAlternatives are the globs raw can stand for: each alternative of
-// its braces, and, since some tools split a glob argument at blanks
-// ("*.c ../x/*"), those of each blank-separated field too.
+// its braces, and, since some tools split a glob argument at blanks and a
+// brace-less one at commas ("*.c ../x/*", "*.c,../x/*"), those of each
+// field too.
 func globAlternatives(raw string) ([]string, error) {
 	alts, err := envguard.ExpandBraces(raw)
 	if err != nil {
 		return nil, err
 	}
-	if fields := strings.Fields(raw); len(fields) > 1 {
+	var fields []string
+	for _, f := range strings.Fields(raw) {
+		if strings.Contains(f, "{") {
+			fields = append(fields, f)
+		} else {
+			fields = append(fields, strings.Split(f, ",")...)
+		}
+	}
+	if len(fields) > 1 {
 		for _, f := range fields {
 			more, err := envguard.ExpandBraces(f)
 			if err != nil {

@@ -27,8 +27,11 @@ const (
 	DefaultMetricsListen = "127.0.0.1:8788"
 	DefaultSocketMode    = os.FileMode(0o660)
 	DefaultShutdownGrace = 10 * time.Second
-	DefaultLogMaxMB      = 100 // a decision-log file is rotated past this size
-	DefaultLogMaxBackups = 5   // rotated decision-log files kept
+	// DefaultMaxConnections bounds the connections of one gRPC listener
+	// open at once; more wait to be accepted.
+	DefaultMaxConnections = 256
+	DefaultLogMaxMB       = 100 // a decision-log file is rotated past this size
+	DefaultLogMaxBackups  = 5   // rotated decision-log files kept
 )
 
 // Config is everything a Server is built from.
@@ -42,6 +45,7 @@ type Config struct {
 	HealthListen     string   // gRPC health only, for Kubernetes probes; "" serves none
 	AllowNonLoopback bool
 	SocketMode       os.FileMode // of unix sockets: who may ask
+	MaxConnections   int         // of each gRPC listener at once; DefaultMaxConnections when 0
 
 	TLS TLSFiles // none: plaintext
 
@@ -126,6 +130,9 @@ type DecisionLog struct {
 func (c Config) withDefaults() Config {
 	if len(c.Listen) == 0 {
 		c.Listen = []string{DefaultListen}
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = DefaultMaxConnections
 	}
 	if c.SocketMode == 0 {
 		c.SocketMode = DefaultSocketMode

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -109,6 +110,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	for _, e := range s.endpoints {
 		if e.l, err = listen(e, cfg); err != nil {
 			return nil, fmt.Errorf("%s %s: %w", e.option, e.addr, err)
+		}
+		if e.unix { // a gRPC listener: each connection holds buffers
+			e.l = netutil.LimitListener(e.l, cfg.MaxConnections)
 		}
 	}
 	if err := s.engine.Reload(ctx, true); err != nil && !cfg.WaitForBundle && !s.engine.Remote() {

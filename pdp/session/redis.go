@@ -434,7 +434,7 @@ func (r *Redis) Page(ctx context.Context, workspace, agentID string, after uint6
 	var out []Call
 	from := "(" + strconv.FormatUint(after, 10)
 	for {
-		ids, err := r.client.ZRangeByScore(ctx, r.prefix+"asks", &redis.ZRangeBy{Min: from, Max: "+inf", Count: int64(4 * (limit + 1))}).Result()
+		ids, err := r.client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: r.prefix + "asks", Start: from, Stop: "+inf", ByScore: true, Count: int64(4 * (limit + 1))}).Result()
 		if err != nil {
 			return nil, 0, r.fail(err)
 		}

@@ -101,7 +101,7 @@ func Open(ctx context.Context, url string, b Bounds, opts OpenOptions) (Store, e
 		path := strings.TrimPrefix(url, "file:")
 		path = strings.TrimPrefix(path, "//")
 		if path == "" {
-			return nil, fmt.Errorf("--state %q: no path after file:", url)
+			return nil, fmt.Errorf("--state %q: file: names no path", url)
 		}
 		f, err := OpenFile(path, b)
 		if err != nil {

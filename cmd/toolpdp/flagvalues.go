@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 
 	"github.com/toolpdp/toolpdp/pdp"
@@ -37,5 +38,19 @@ func (c cacheFlag) Set(v string) error {
 	if n == 0 {
 		*c.n = -1
 	}
+	return nil
+}
+
+// modeFlag is an octal file mode: --unix-socket-mode.
+type modeFlag os.FileMode
+
+func (m *modeFlag) String() string { return fmt.Sprintf("%04o", uint32(*m)) }
+
+func (m *modeFlag) Set(v string) error {
+	n, err := strconv.ParseUint(v, 8, 32)
+	if err != nil || n > 0o777 || n == 0 {
+		return fmt.Errorf("%q is not an octal file mode that lets anyone connect", v)
+	}
+	*m = modeFlag(n)
 	return nil
 }
