@@ -5,6 +5,7 @@
 //
 //	go run ./bench                 all targets, then the ratios
 //	go run ./bench -rss            1M decisions, RSS every 100k
+//	go run ./bench -trace FILE     replay a decision-test file's requests (-json: last line JSON)
 //
 // Targets: toolpdp Decide (TCP and unix socket), toolpdp's grpc.health.v1
 // Check (the transport floor, same process), OPA REST (`opa run --server`,
@@ -49,6 +50,8 @@ var (
 	bundleDir   = flag.String("bundle", "testdata/bench", "the bundle both servers load")
 	rss         = flag.Bool("rss", false, "instead: 1M decisions over the unix socket, RSS every 100k")
 	decisions   = flag.Int("decisions", 1_000_000, "decisions of the -rss run")
+	trace       = flag.String("trace", "", "instead: replay the requests of this decision-test file (corpus format) in process, over gRPC and to OPA")
+	jsonOut     = flag.Bool("json", false, "with -trace: print the figures as one JSON object, the last line of stdout")
 )
 
 // The request every target answers: a Bash call through scope, env and
@@ -77,11 +80,12 @@ func run() error {
 	if out, err := exec.Command("scripts/build", bin).CombinedOutput(); err != nil {
 		return fmt.Errorf("scripts/build: %v\n%s", err, out)
 	}
+	if *trace != "" {
+		return traceRun(work, bin)
+	}
 	tcp, sock := freeAddr(), filepath.Join(work, "toolpdp.sock")
-	srv := exec.Command(bin, "serve", "--bundle", *bundleDir, "--listen", tcp, "--listen", "unix://"+sock,
-		"--metrics-listen", "", "--decision-log", "off", "--log-level", "warn")
-	srv.Stderr = os.Stderr
-	if err := srv.Start(); err != nil {
+	srv, err := startServe(bin, *bundleDir, tcp, "unix://"+sock)
+	if err != nil {
 		return err
 	}
 	defer func() { srv.Process.Kill(); srv.Wait() }()
@@ -102,7 +106,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	opaURL, stopOPA, err := startOPA(filepath.Join(work, "fair"))
+	opaURL, stopOPA, err := startOPA(*bundleDir, filepath.Join(work, "fair"))
 	if err != nil {
 		return err
 	}
@@ -134,7 +138,7 @@ func run() error {
 		closedLoop("OPA REST, HTTP keep-alive", post(httpc, opaURL, opaBody)),
 		closedLoop("OPA REST, slim input", post(httpc, opaURL, slimBody)),
 		closedLoop("OPA REST, fair (index as data)", post(httpc, fairURL, fairBody)),
-		fixedRate(fmt.Sprintf("toolpdp Decide, unix, %d/s", *rate), decide(pb.NewDecisionServiceClient(unixConn))),
+		fixedRateN(fmt.Sprintf("toolpdp Decide, unix, %d/s", *rate), *rate, int(duration.Seconds()*float64(*rate)), decide(pb.NewDecisionServiceClient(unixConn))),
 	}
 	fmt.Printf("%-34s %10s %9s %9s %9s %9s %7s\n", "target", "req/s", "p50", "p90", "p99", "p99.9", "errors")
 	for _, r := range results {
@@ -200,11 +204,10 @@ func closedLoop(name string, call func() error) result {
 	return result{name: name, throughput: float64(len(all)) / time.Since(start).Seconds(), latencies: all, errors: errs.Load(), firstErr: fe}
 }
 
-// fixedRate sends -rate requests per second for -duration, each measured
-// from when it was due (no coordinated omission), at most 1000 in flight.
-func fixedRate(name string, call func() error) result {
-	n := int(duration.Seconds() * float64(*rate))
-	interval := time.Second / time.Duration(*rate)
+// fixedRateN sends n requests at rate per second, each measured from when
+// it was due (no coordinated omission), at most 1000 in flight.
+func fixedRateN(name string, rate, n int, call func() error) result {
+	interval := time.Second / time.Duration(rate)
 	lat := make([]time.Duration, n)
 	var errs atomic.Int64
 	var firstErr atomic.Value
@@ -271,14 +274,26 @@ func rssMiB(pid int) float64 {
 	return 0
 }
 
-func startOPA(fair string) (string, func(), error) {
+// startServe starts the binary serving bundle on the listen addresses,
+// with no metrics listener and no decision log.
+func startServe(bin, bundle string, listen ...string) (*exec.Cmd, error) {
+	args := []string{"serve", "--bundle", bundle, "--metrics-listen", "", "--decision-log", "off", "--log-level", "warn"}
+	for _, l := range listen {
+		args = append(args, "--listen", l)
+	}
+	srv := exec.Command(bin, args...)
+	srv.Stderr = os.Stderr
+	return srv, srv.Start()
+}
+
+func startOPA(bundle, fair string) (string, func(), error) {
 	out, err := exec.Command("scripts/build-opa").Output()
 	if err != nil {
 		return "", nil, fmt.Errorf("scripts/build-opa: %w", err)
 	}
 	addr := freeAddr()
 	cmd := exec.Command(strings.TrimSpace(string(out)), "run", "--server", "--addr", addr, "--log-level", "error",
-		"--bundle", "rego/library", "--bundle", *bundleDir, "--bundle", fair)
+		"--bundle", "rego/library", "--bundle", bundle, "--bundle", fair)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return "", nil, err
@@ -313,23 +328,34 @@ func opaInput(req *pb.DecideRequest, fairDir string) (full, slim, fair []byte, e
 		return nil, nil, nil, err
 	}
 	full = []byte(`{"input": ` + input.String() + `}`)
-	var doc map[string]map[string]any
-	if err := json.Unmarshal(full, &doc); err != nil {
+	doc, fair, err := requestOnly(input)
+	if err != nil {
 		return nil, nil, nil, err
+	}
+	in := doc["input"]
+	delete(in["agent"].(map[string]any), "decided")
+	if slim, err = json.Marshal(doc); err != nil {
+		return nil, nil, nil, err
+	}
+	return full, slim, fair, writeFairBundle(snap, fairDir)
+}
+
+// requestOnly is the fair mode's body for input, {"input": ...} without
+// the agent's index entry and guardrails (OPA binds them from base data),
+// and the whole body as a document.
+func requestOnly(input ast.Value) (doc map[string]map[string]any, fair []byte, err error) {
+	if err := json.Unmarshal([]byte(`{"input": `+input.String()+`}`), &doc); err != nil {
+		return nil, nil, err
 	}
 	in := doc["input"]
 	agent, guardrails := in["agent"], in["guardrails"]
 	delete(in, "agent")
 	delete(in, "guardrails")
 	if fair, err = json.Marshal(doc); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	in["agent"], in["guardrails"] = agent, guardrails
-	delete(agent.(map[string]any), "decided")
-	if slim, err = json.Marshal(doc); err != nil {
-		return nil, nil, nil, err
-	}
-	return full, slim, fair, writeFairBundle(snap, fairDir)
+	return doc, fair, nil
 }
 
 // writeFairBundle exports the index as base data under toolpdp_fair, with
@@ -355,11 +381,7 @@ func writeFairBundle(snap *policy.Snapshot, dir string) error {
 		"toolpdp_fair/wrapper.rego": fairWrapper,
 	}
 	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		if err := writeFile(filepath.Join(dir, name), []byte(content)); err != nil {
 			return err
 		}
 	}

@@ -85,7 +85,7 @@ func (a *analyzer) paramExp(src string, p *syntax.ParamExp) {
 		} else {
 			a.assignName(source(src, p), p.Param.Value, "an expansion setting")
 			if p.Exp.Word != nil {
-				if v := wordOf(src, p.Exp.Word); v.kind == literal && smuggles(v.text) {
+				if v := a.wordOf(src, p.Exp.Word); v.kind == literal && smuggles(v.text) {
 					a.unseen("a value holding code for a later expansion ("+clip(source(src, p))+")", source(src, p))
 				}
 			}
@@ -128,7 +128,7 @@ func (a *analyzer) testClause(src string, t *syntax.TestClause) {
 		case *syntax.UnaryTest:
 			if n.Op == syntax.TsVarSet || n.Op == syntax.TsRefVar {
 				if w, ok := n.X.(*syntax.Word); ok {
-					a.evaluated(leafCtx{src: source(src, t)}, "[[ -v ]]", wordOf(src, w))
+					a.evaluated(leafCtx{src: source(src, t)}, "[[ -v ]]", a.wordOf(src, w))
 				}
 			}
 		}
@@ -139,7 +139,7 @@ func (a *analyzer) testClause(src string, t *syntax.TestClause) {
 // arithmWord checks a word used as an arithmetic expression: its text after
 // expansion is evaluated.
 func (a *analyzer) arithmWord(src string, at syntax.Node, w *syntax.Word) {
-	v := wordOf(src, w)
+	v := a.wordOf(src, w)
 	if v.kind == literal {
 		a.evaluated(leafCtx{src: source(src, at)}, "arithmetic", v)
 		return

@@ -2,6 +2,7 @@ package envguard
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -35,12 +36,16 @@ func (a *analyzer) execOptions(ctx leafCtx, name string, args []word) {
 			subLists, after = append(subLists, list), args[1:]
 		}
 	}
-	for prog, list := range c.execOptions {
-		if strings.Contains(prog, " ") || !sameProgram(name, prog) && !sameProgram(canon, prog) {
-			continue
-		}
-		if a.execOptionIn(ctx, name, list, global) {
+	for _, key := range programKeys(name, canon) {
+		if list, ok := c.execOptions[key]; ok && a.execOptionIn(ctx, name, list, global) {
 			return
+		}
+	}
+	if versioned(name) {
+		for prog, list := range c.execOptions {
+			if !strings.Contains(prog, " ") && sameProgram(name, prog) && a.execOptionIn(ctx, name, list, global) {
+				return
+			}
 		}
 	}
 	for _, list := range subLists {
@@ -48,6 +53,18 @@ func (a *analyzer) execOptions(ctx leafCtx, name string, args []word) {
 			return
 		}
 	}
+}
+
+// programKeys are the table keys a program is looked up by: its name, its
+// canonical name, and both without a version suffix (python3.12).
+func programKeys(name, canon string) []string {
+	keys := []string{name}
+	for _, k := range []string{canon, withoutVersion(name), withoutVersion(canon), strings.ToLower(name)} {
+		if k != "" && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 func (a *analyzer) execOptionIn(ctx leafCtx, name string, list []execOption, args []word) bool {

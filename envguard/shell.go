@@ -113,6 +113,8 @@ type analyzer struct {
 	t   *Tables
 	out Analysis
 	sc  *scope // the variables of the script being walked
+	// words are the parsed words already read, by node.
+	words map[*syntax.Word]word
 }
 
 // leafCtx is what a leaf's statement says about it beyond its words.
@@ -383,7 +385,7 @@ func (a *analyzer) stmt(src string, s *syntax.Stmt, piped bool, depth int) error
 	for _, r := range s.Redirs {
 		leaf.Redirects = append(leaf.Redirects, source(src, r))
 		if r.Word != nil {
-			if w := wordOf(src, r.Word); w.kind == literal && devPath(w.text) == devNetwork {
+			if w := a.wordOf(src, r.Word); w.kind == literal && devPath(w.text) == devNetwork {
 				leaf.Network = true
 			}
 		}

@@ -379,6 +379,9 @@ func (t *Tables) canonicalName(name string) string {
 	if a, ok := c.aliases[name]; ok {
 		return a
 	}
+	if !strings.ContainsAny(name, "-.") {
+		return name // no triplet, version or loader to take off
+	}
 	n := name
 	if loader.MatchString(n) {
 		return "ld.so" // ld-linux-x86-64.so.2 PROGRAM runs PROGRAM
@@ -403,10 +406,28 @@ var (
 
 // inline returns the inline-code options of an interpreter.
 func (t *Tables) inline(name string) ([]string, bool) {
+	if opts, ok := t.InlineCode[name]; ok {
+		return opts, true
+	}
+	if !versioned(name) {
+		return nil, false // no key differs from it by case or a version
+	}
 	for prog, opts := range t.InlineCode {
 		if sameProgram(name, prog) {
 			return opts, true
 		}
 	}
 	return nil, false
+}
+
+// versioned reports a name that may be a table key with a version suffix
+// or in another case (python3.12, Python, python3-dbg).
+func versioned(name string) bool {
+	return strings.ContainsAny(name, "0123456789-ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+}
+
+// withoutVersion is name without a version suffix of digits and dots
+// (python3.12 is python), for looking tables up by program.
+func withoutVersion(name string) string {
+	return strings.TrimRight(name, "0123456789.")
 }

@@ -274,7 +274,7 @@ func (sc *scope) collect(a *analyzer, src string, file *syntax.File) {
 				clean := a.cleanAssign(src, n)
 				var value *string
 				if clean && n.Value != nil && n.Array == nil {
-					if w := wordOf(src, n.Value); w.kind == literal {
+					if w := a.wordOf(src, n.Value); w.kind == literal {
 						value = &w.text
 					}
 				}
@@ -304,11 +304,11 @@ func (sc *scope) collect(a *analyzer, src string, file *syntax.File) {
 			if len(n.Args) == 0 {
 				return true
 			}
-			prog := wordOf(src, n.Args[0])
+			prog := a.wordOf(src, n.Args[0])
 			switch prog.text {
 			case "read", "mapfile", "readarray", "getopts", "printf", "wait":
 				for _, w := range n.Args[1:] {
-					if t := wordOf(src, w); t.kind == literal {
+					if t := a.wordOf(src, w); t.kind == literal {
 						name := strings.TrimPrefix(t.text, "-v")
 						if syntax.ValidName(name) {
 							sc.assigned(name, true, nil)
@@ -317,9 +317,9 @@ func (sc *scope) collect(a *analyzer, src string, file *syntax.File) {
 				}
 			case "unset":
 				for _, w := range n.Args[1:] {
-					if d, ok := sc.assoc[wordOf(src, w).text]; ok {
+					if d, ok := sc.assoc[a.wordOf(src, w).text]; ok {
 						d.bad = true
-						sc.assoc[wordOf(src, w).text] = d
+						sc.assoc[a.wordOf(src, w).text] = d
 					}
 				}
 			}
@@ -476,7 +476,7 @@ func (a *analyzer) cleanWord(src string, w *syntax.Word) bool {
 			return false
 		}
 	}
-	switch v := wordOf(src, w); v.kind {
+	switch v := a.wordOf(src, w); v.kind {
 	case opaque:
 		return numeric // arithmetic or a number's output only
 	case literal:
@@ -511,7 +511,7 @@ func (a *analyzer) numericSubst(src string, cs *syntax.CmdSubst) bool {
 		return false
 	}
 	for _, r := range s.Redirs {
-		w := wordOf(src, r.Word)
+		w := a.wordOf(src, r.Word)
 		switch {
 		case r.Op == syntax.RdrIn && (r.N == nil || r.N.Value == "0") && w.kind == literal && !stdinAlias(w.text):
 		case (r.Op == syntax.RdrOut || r.Op == syntax.AppOut) && r.N != nil && r.N.Value == "2" && w.kind == literal && w.text == "/dev/null":
@@ -519,12 +519,12 @@ func (a *analyzer) numericSubst(src string, cs *syntax.CmdSubst) bool {
 			return false
 		}
 	}
-	if name := wordOf(src, call.Args[0]); a.sc != nil && a.sc.names[name.text] {
+	if name := a.wordOf(src, call.Args[0]); a.sc != nil && a.sc.names[name.text] {
 		return false // a function of the script, not the program
 	}
 	argv := make([]string, len(call.Args))
 	for i, w := range call.Args {
-		v := wordOf(src, w)
+		v := a.wordOf(src, w)
 		if v.kind != literal || smuggles(v.text) || strings.ContainsAny(v.text, "[]`$\n") {
 			return false
 		}
@@ -613,11 +613,11 @@ func (a *analyzer) assign(src string, as *syntax.Assign, prog string) {
 	if as.Name != nil && !(as.Name.Value == "IFS" && (prog == "read" || prog == "mapfile" || prog == "readarray")) {
 		a.assignName(ctx.src, as.Name.Value, "setting")
 	}
-	if as.Name != nil && as.Value != nil && a.t.unsafeValue(as.Name.Value, wordOf(src, as.Value)) {
+	if as.Name != nil && as.Value != nil && a.t.unsafeValue(as.Name.Value, a.wordOf(src, as.Value)) {
 		a.unseen("setting "+as.Name.Value+" to a value that runs a command", ctx.src)
 	}
 	if as.Value != nil {
-		if v := wordOf(src, as.Value); v.kind == literal && smuggles(v.text) {
+		if v := a.wordOf(src, as.Value); v.kind == literal && smuggles(v.text) {
 			a.unseen("a value holding code for a later expansion ("+clip(source(src, as))+")", ctx.src)
 		}
 	}
@@ -625,7 +625,7 @@ func (a *analyzer) assign(src string, as *syntax.Assign, prog string) {
 	if as.Array != nil {
 		for _, e := range as.Array.Elems {
 			if e.Value != nil {
-				if v := wordOf(src, e.Value); v.kind == literal && smuggles(v.text) {
+				if v := a.wordOf(src, e.Value); v.kind == literal && smuggles(v.text) {
 					a.unseen("a value holding code for a later expansion ("+clip(source(src, as))+")", ctx.src)
 				}
 			}
@@ -656,7 +656,7 @@ func (a *analyzer) declClause(src string, d *syntax.DeclClause) {
 	ctx := leafCtx{src: source(src, d)}
 	for _, as := range d.Args {
 		if as.Naked && as.Name == nil {
-			v := wordOf(src, as.Value)
+			v := a.wordOf(src, as.Value)
 			if v.kind == literal && (strings.HasPrefix(v.text, "-") || strings.HasPrefix(v.text, "+")) {
 				if strings.ContainsAny(v.text, "in") {
 					a.unseen(d.Variant.Value+" "+v.text+" (values evaluated as arithmetic or names)", ctx.src)

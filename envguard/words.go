@@ -68,10 +68,27 @@ func wordOf(src string, w *syntax.Word) word {
 // word is wordOf with, for an opaque word, the values it takes when its
 // variables are known.
 func (a *analyzer) word(src string, w *syntax.Word) word {
-	out := wordOf(src, w)
+	out := a.wordOf(src, w)
 	if out.kind == opaque && !out.home && w != nil && a.sc != nil {
 		out.values = a.sc.expand(w.Parts, 16)
 	}
+	return out
+}
+
+// wordOf is the package's wordOf, remembered per parsed word: the
+// analysis asks about a word from several places.
+func (a *analyzer) wordOf(src string, w *syntax.Word) word {
+	if w == nil {
+		return wordOf(src, w)
+	}
+	if out, ok := a.words[w]; ok {
+		return out
+	}
+	out := wordOf(src, w)
+	if a.words == nil {
+		a.words = map[*syntax.Word]word{}
+	}
+	a.words[w] = out
 	return out
 }
 

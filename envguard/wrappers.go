@@ -450,6 +450,10 @@ func xargsCommand(opts []opt, inner []word) []word {
 	return out
 }
 
+// positional finds a script's use of its positional parameters ($@, $*,
+// $1, ${2}, "$@"), or anything that could reach them (shift, set --).
+var positional = regexp.MustCompile(`\$\{?[@*0-9#!]|\$\{?[A-Za-z_]|\bshift\b|\bset\b|\beval\b|\bgetopts\b`)
+
 // scriptWord analyses a shell command given as one word (sh -c, flock -c,
 // env -S); extra words are appended to it as arguments.
 func (a *analyzer) scriptWord(ctx leafCtx, what string, w word, extra []word, depth int) error {
@@ -458,6 +462,9 @@ func (a *analyzer) scriptWord(ctx leafCtx, what string, w word, extra []word, de
 		return nil
 	}
 	script := w.text
+	if !positional.MatchString(script) {
+		extra = nil // the words are $0, $1 … of a script that reads none of them
+	}
 	for _, e := range extra {
 		if e.kind == literal {
 			script += " " + shellQuote(e.text)

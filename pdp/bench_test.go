@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-policy-agent/opa/v1/rego"
-
+	"github.com/toolpdp/toolpdp/internal/opafloor"
 	"github.com/toolpdp/toolpdp/internal/testkit"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -86,17 +85,12 @@ func decideRealistic(b *testing.B, e *Engine) {
 }
 
 // BenchmarkOPAFloor is the cheapest OPA evaluation there is, a prepared
-// `x := 1`: the issue's yardstick for the in-process decision.
+// `x := 1`: the issue's yardstick for the in-process decision. The trace
+// harness (go run ./bench -trace) measures the same loop.
 func BenchmarkOPAFloor(b *testing.B) {
-	ctx := context.Background()
-	pq, err := rego.New(rego.Query("x := 1")).PrepareForEval(ctx)
+	pq, err := opafloor.Prepare(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := pq.Eval(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
+	opafloor.Loop(b, pq)
 }

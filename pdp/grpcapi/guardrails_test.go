@@ -87,3 +87,48 @@ func TestPolicyDocExamples(t *testing.T) {
 		}
 	}
 }
+
+// Network "none" (the execution policy's, the guardrails', or the call
+// site's) and protected names through the shell, through a real server:
+// /dev/tcp is denied, a network program asked; a write into .git or a read
+// of a listed name asked, with or without command rules.
+func TestShellNetworkAndProtectedNames(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{
+		"agents/data.json": `{
+		  "offline": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}],
+		              "execution_policy": {"network": "none"}},
+		  "guarded": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}],
+		              "guardrails": {"network": "none", "protected_paths": [".env"]}},
+		  "open": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`,
+	})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
+	bash := func(agent, cmd string, p *pb.ExecutionPolicy) *pb.DecideRequest {
+		return &pb.DecideRequest{AgentId: agent, ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": cmd}), ExecutionPolicy: p}
+	}
+	cases := []struct {
+		req  *pb.DecideRequest
+		want pb.Decision
+		msg  string
+	}{
+		{bash("offline", "exec 3<>/dev/tcp/example.com/80", nil), pb.Decision_DECISION_DENY, "network connection"},
+		{bash("offline", "cat < /dev//tcp/example.com/80", nil), pb.Decision_DECISION_DENY, "network use is forbidden"},
+		{bash("offline", "curl https://example.com", nil), pb.Decision_DECISION_ASK, "uses the network"},
+		{bash("offline", "git -C . push origin main", nil), pb.Decision_DECISION_ASK, "uses the network"},
+		{bash("offline", "git stash push -m wip", nil), pb.Decision_DECISION_ALLOW, ""},
+		{bash("offline", "ls -la", nil), pb.Decision_DECISION_ALLOW, ""},
+		{bash("guarded", "npm install left-pad", nil), pb.Decision_DECISION_ASK, "uses the network"},
+		{bash("guarded", "cat .env", nil), pb.Decision_DECISION_ASK, `reaches ".env"`},
+		{bash("guarded", "echo .env is ignored", nil), pb.Decision_DECISION_ALLOW, ""},
+		{bash("open", "curl https://example.com", nil), pb.Decision_DECISION_ALLOW, ""},
+		{bash("open", "curl https://example.com", &pb.ExecutionPolicy{Network: "none"}), pb.Decision_DECISION_ASK, "uses the network"},
+		{bash("open", "rm -r .git", nil), pb.Decision_DECISION_ASK, `reaches ".git"`},
+		{bash("open", "echo x > .Git/hooks/pre-commit", nil), pb.Decision_DECISION_ASK, `reaches ".git"`},
+		{bash("open", "rm -r build", nil), pb.Decision_DECISION_ALLOW, ""},
+	}
+	for _, c := range cases {
+		resp := ts.Decide(t, c.req)
+		if resp.Decision != c.want || !strings.Contains(resp.Message, c.msg) {
+			t.Errorf("%s %v: got %s %q, want %s containing %q", c.req.AgentId, c.req.Args.AsMap(), resp.Decision, resp.Message, c.want, c.msg)
+		}
+	}
+}

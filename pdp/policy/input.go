@@ -65,7 +65,7 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 		if policy != nil {
 			cwd = policy.Cwd
 		}
-		cmd := analyzeCommand(ctx, t.shell, compiled, names, req.GetArgs(), cwd)
+		cmd := analyzeCommand(ctx, t.shell, compiled, names, req.GetArgs(), cwd, networkForbidden(policy, guardrails))
 		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
 	}
 	return in, nil
@@ -354,7 +354,7 @@ func pathTerm(arg, access, raw, resolved string, err error, protected string) *a
 // envguard, the agent's command rules matched against every leaf, what
 // the analysis could not see, the protected files it names (resolved
 // against cwd) and its network use.
-func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *compiledGuardrails, names []string, args *structpb.Struct, cwd string) ast.Value {
+func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *compiledGuardrails, names []string, args *structpb.Struct, cwd string, noNetwork bool) ast.Value {
 	var leaves, unseen, matches, protected, network, netUses []*ast.Term
 	var errs []string
 	found := false
@@ -397,8 +397,10 @@ func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *compiledGuardra
 		for _, n := range a.Network {
 			network = append(network, ast.StringTerm(n))
 		}
-		for _, argv := range t.NetworkUses(a) {
-			netUses = append(netUses, ast.NewTerm(stringArray(argv)))
+		if noNetwork {
+			for _, argv := range t.NetworkUses(a) {
+				netUses = append(netUses, ast.NewTerm(stringArray(argv)))
+			}
 		}
 	}
 	return ast.NewObject(
@@ -412,6 +414,20 @@ func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *compiledGuardra
 		item("missing", ast.Boolean(!found)),
 		item("guarded", ast.Boolean(cr.guarded)),
 	)
+}
+
+// networkForbidden reports network "none" from the execution policy or
+// the guardrails: only then are a command's network programs looked for.
+func networkForbidden(p *ExecutionPolicy, guardrails ast.Value) bool {
+	if p != nil && p.Network == "none" {
+		return true
+	}
+	if o, ok := guardrails.(ast.Object); ok {
+		if v := o.Get(ast.StringTerm("network")); v != nil {
+			return v.Value.Compare(ast.String("none")) == 0
+		}
+	}
+	return false
 }
 
 // argAt looks up a command argument by its dotted path ("action.command").
