@@ -51,6 +51,7 @@ var (
 	rss         = flag.Bool("rss", false, "instead: 1M decisions over the unix socket, RSS every 100k")
 	decisions   = flag.Int("decisions", 1_000_000, "decisions of the -rss run")
 	trace       = flag.String("trace", "", "instead: replay the requests of this decision-test file (corpus format) in process, over gRPC and to OPA")
+	cpuProfile  = flag.String("cpuprofile", "", "with -trace: write a CPU profile of the in-process replay to this file")
 	jsonOut     = flag.Bool("json", false, "with -trace: print the figures as one JSON object, the last line of stdout")
 )
 
