@@ -5,6 +5,8 @@
 //
 //	go run ./bench                 all targets, then the ratios
 //	go run ./bench -rss            1M decisions, RSS every 100k
+//	go run ./bench -state          Decide with a session on each state store:
+//	                               memory, file: and a Redis it starts
 //	go run ./bench -trace FILE     replay a decision-test file's requests (-json: last line JSON)
 //
 // Targets: toolpdp Decide (TCP and unix socket), toolpdp's grpc.health.v1
@@ -50,7 +52,9 @@ var (
 	bundleDir   = flag.String("bundle", "testdata/bench", "the bundle both servers load")
 	rss         = flag.Bool("rss", false, "instead: 1M decisions over the unix socket, RSS every 100k")
 	decisions   = flag.Int("decisions", 1_000_000, "decisions of the -rss run")
+	stateStores = flag.Bool("state", false, "instead: Decide in sessions over the unix socket with each --state store (memory, file:, redis:// on a redis-server it starts)")
 	trace       = flag.String("trace", "", "instead: replay the requests of this decision-test file (corpus format) in process, over gRPC and to OPA")
+	cpuProfile  = flag.String("cpuprofile", "", "with -trace: write a CPU profile of the in-process replay to this file")
 	jsonOut     = flag.Bool("json", false, "with -trace: print the figures as one JSON object, the last line of stdout")
 )
 
@@ -79,6 +83,9 @@ func run() error {
 	bin := filepath.Join(work, "toolpdp")
 	if out, err := exec.Command("scripts/build", bin).CombinedOutput(); err != nil {
 		return fmt.Errorf("scripts/build: %v\n%s", err, out)
+	}
+	if *stateStores {
+		return stateRun(bin, work)
 	}
 	if *trace != "" {
 		return traceRun(work, bin)
@@ -173,6 +180,11 @@ func (r result) q(p float64) string {
 
 // closedLoop keeps -concurrency requests in flight for -duration.
 func closedLoop(name string, call func() error) result {
+	return closedLoopEach(name, func(int) func() error { return call })
+}
+
+// closedLoopEach is closedLoop where each caller makes its own call.
+func closedLoopEach(name string, per func(caller int) func() error) result {
 	var mu sync.Mutex
 	var all []time.Duration
 	var errs atomic.Int64
@@ -180,8 +192,9 @@ func closedLoop(name string, call func() error) result {
 	deadline := time.Now().Add(*duration)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range *concurrency {
+	for caller := range *concurrency {
 		wg.Add(1)
+		call := per(caller)
 		go func() {
 			defer wg.Done()
 			lat := make([]time.Duration, 0, 1<<16)

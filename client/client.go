@@ -59,6 +59,10 @@ func (c *Client) WithTimeout(d time.Duration) *Client {
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
+// Raw is the generated DecisionService client, for the methods this one
+// does not wrap (ListPending, Status, FilterTools).
+func (c *Client) Raw() pb.DecisionServiceClient { return c.svc }
+
 // Decide asks for a decision and returns what the sidecar said, or its error.
 func (c *Client) Decide(ctx context.Context, req *pb.DecideRequest) (*pb.DecideResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -79,6 +83,56 @@ func (c *Client) Check(ctx context.Context, req *pb.DecideRequest) *pb.DecideRes
 		return deny(fmt.Sprintf("the policy sidecar gave no decision, so %s is denied", toolOf(req)))
 	}
 	return resp
+}
+
+// AwaitDecision is one wait for a person's answer to an ask, of up to
+// waitSeconds (the server caps one at 60): PENDING, ANSWERED or EXPIRED.
+// An error is the sidecar's (NOT_FOUND: no such ask).
+func (c *Client) AwaitDecision(ctx context.Context, req *pb.AwaitDecisionRequest) (*pb.AwaitDecisionResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(req.GetWaitSeconds())*time.Second+c.timeout)
+	defer cancel()
+	return c.svc.AwaitDecision(ctx, req)
+}
+
+// Wait waits for a person's answer to ask (a DecideResponse that asked),
+// waiting again while it is pending, until the answer comes or ctx ends,
+// and returns the decision it ended in: the allow with its execution, or
+// the deny with the person's message (an expired ask is a deny). It never
+// fails open: ctx's end, an error, or an answer that is neither is a deny.
+func (c *Client) Wait(ctx context.Context, ask *pb.DecideResponse) *pb.DecideResponse {
+	for {
+		wait := int32(60)
+		if dl, ok := ctx.Deadline(); ok {
+			wait = int32(min(max(time.Until(dl).Seconds(), 1), 60))
+		}
+		r, err := c.AwaitDecision(ctx, &pb.AwaitDecisionRequest{DecisionId: ask.GetDecisionId(), WaitSeconds: wait})
+		switch {
+		case ctx.Err() != nil:
+			return deny("the wait for a person's answer ended (" + ctx.Err().Error() + "), so the call is denied")
+		case err != nil:
+			st := status.Convert(err)
+			return deny(fmt.Sprintf("the ask could not be awaited (%s: %s), so the call is denied", st.Code(), st.Message()))
+		case r.GetState() == pb.AskState_ASK_STATE_PENDING:
+			continue
+		case r.GetState() == pb.AskState_ASK_STATE_ANSWERED && (r.GetDecision() == pb.Decision_DECISION_ALLOW || r.GetDecision() == pb.Decision_DECISION_DENY):
+			return &pb.DecideResponse{Decision: r.GetDecision(), Message: r.GetMessage(), DecisionId: ask.GetDecisionId(), PolicyRevision: ask.GetPolicyRevision(),
+				Reasons: ask.GetReasons(), Execution: r.GetExecution(), Halt: r.GetHalt()}
+		case r.GetState() == pb.AskState_ASK_STATE_EXPIRED:
+			return deny(r.GetMessage())
+		default:
+			return deny(fmt.Sprintf("the ask has no answer (%s), so the call is denied", r.GetState()))
+		}
+	}
+}
+
+// CheckAndWait is Check, then, for an ask, Wait: what a loop whose person
+// answers elsewhere (the console, toolpdp confirm, a chat bot) runs.
+func (c *Client) CheckAndWait(ctx context.Context, req *pb.DecideRequest) *pb.DecideResponse {
+	resp := c.Check(ctx, req)
+	if resp.GetDecision() != pb.Decision_DECISION_ASK {
+		return resp
+	}
+	return c.Wait(ctx, resp)
 }
 
 // toolOf names the call's tool for a message, even when the request has

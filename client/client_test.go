@@ -60,6 +60,37 @@ func TestCheckDecides(t *testing.T) {
 }
 
 // An unreachable sidecar is a deny, never an allow.
+// CheckAndWait returns the person's answer, however long it takes, and a
+// deny when the caller stops waiting.
+func TestCheckAndWait(t *testing.T) {
+	c, err := client.Dial(serve(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		p, err := c.Raw().ListPending(ctx, &pb.ListPendingRequest{})
+		if err != nil || len(p.Asks) != 1 {
+			t.Errorf("ListPending: %v %v", p, err)
+			return
+		}
+		if _, err := c.Confirm(ctx, p.Asks[0].DecisionId, false, "use the staging copy"); err != nil {
+			t.Error(err)
+		}
+	}()
+	if r := c.CheckAndWait(ctx, &pb.DecideRequest{ToolName: "Bash", SessionId: "w"}); r.Decision != pb.Decision_DECISION_DENY || r.Message != "use the staging copy" {
+		t.Fatalf("CheckAndWait: %v", r)
+	}
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if r := c.CheckAndWait(short, &pb.DecideRequest{ToolName: "Bash", SessionId: "w"}); r.Decision != pb.Decision_DECISION_DENY || time.Since(start) > 5*time.Second {
+		t.Fatalf("an ended wait: %v after %v", r, time.Since(start))
+	}
+}
+
 func TestCheckFailsClosed(t *testing.T) {
 	c, err := client.Dial("unix://" + filepath.Join(t.TempDir(), "nobody-listens.sock"))
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolpdp/toolpdp/pdp/askview"
+	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	"github.com/toolpdp/toolpdp/pdp/session"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -63,4 +65,78 @@ func (e *Engine) AwaitDecision(ctx context.Context, ws string, req *pb.AwaitDeci
 		}
 	}
 	return out, nil
+}
+
+// ShowAsk renders workspace's ask c for the person who answers it: the
+// whole call, every character visible, its arguments up to a bound, the
+// values the decision log masks masked unless reveal.
+func (e *Engine) ShowAsk(c session.Call, o askview.Options) *pb.PendingAsk {
+	var req pb.DecideRequest
+	var resp pb.DecideResponse
+	_ = proto.Unmarshal(c.Request, &req) // written by Decide: an error leaves what was read
+	_ = proto.Unmarshal(c.Response, &resp)
+	if req.ToolName == "" {
+		req.ToolName = c.ToolName
+	}
+	if resp.Message == "" {
+		resp.Message = c.Message
+	}
+	resp.DecisionId = c.DecisionID
+	var p decisionlog.BundlePolicy
+	if a := e.current.Load(); a != nil {
+		p = a.logPolicy
+	}
+	args, env := e.dlog.MaskedCall(&req, &resp, p)
+	if o.Now.IsZero() {
+		o.Now = e.cfg.Now()
+	}
+	return askview.Render(askview.Ask{DecisionID: c.DecisionID, CallID: c.CallID, AgentID: c.AgentID, SessionID: c.SessionID, Created: c.Created,
+		Req: &req, Resp: &resp, MaskedArgs: args, MaskedEnv: env}, o)
+}
+
+// MaxPageBytes bounds a rendered ListPending page: under gRPC's default
+// 4 MiB a client receives. A page that would pass it ends early, its
+// token naming the next ask.
+const MaxPageBytes = 3 << 20
+
+// ShowPending is a page of workspace ws's pending asks as a person is
+// shown them (ShowAsk), and the token of the next page.
+func (e *Engine) ShowPending(ctx context.Context, ws string, req *pb.ListPendingRequest) ([]*pb.PendingAsk, string, error) {
+	if req.GetMaxArgumentBytes() < 0 {
+		return nil, "", errorf(InvalidArgument, "max_argument_bytes: %d is negative", req.GetMaxArgumentBytes())
+	}
+	calls, next, err := e.ListPending(ctx, ws, req.GetAgentId(), req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, "", err
+	}
+	o := askview.Options{Reveal: req.GetReveal(), Bound: int(req.GetMaxArgumentBytes()), Now: e.cfg.Now()}
+	var out []*pb.PendingAsk
+	size := 0
+	for i := range calls {
+		a := e.ShowAsk(calls[i], o)
+		if size += proto.Size(a); size > MaxPageBytes && len(out) > 0 {
+			return out, encodePageToken(calls[i-1].Seq()), nil
+		}
+		out = append(out, a)
+	}
+	return out, next, nil
+}
+
+// RecentDecisions is up to limit of the decisions of workspace ws's
+// session, newest first, as far as the state store can list them (a
+// process's own stores can; a shared one does not).
+func (e *Engine) RecentDecisions(ws, agentID, sessionID string, limit int) []session.Call {
+	lister, ok := e.state.store.(interface {
+		Recent(workspace, agentID, sessionID string, limit int) []session.Call
+	})
+	if sessionID == "" || !ok {
+		return nil
+	}
+	return lister.Recent(ws, agentID, sessionID, limit)
+}
+
+// Ask is workspace ws's decision id as it stands (a copy), if held.
+func (e *Engine) Ask(ctx context.Context, ws, id string) (session.Call, bool) {
+	c, found, err := e.state.store.Get(ctx, id, ws, e.cfg.Now())
+	return c, err == nil && found == session.Found
 }

@@ -100,6 +100,7 @@ type Engine struct {
 	cfg     Config
 	metrics *metrics
 	memo    *prometheus.CounterVec // decision cache lookups by result
+	asks    askListeners
 
 	loadMu sync.Mutex // serialises loads; guards onSwap
 	onSwap []func(*policy.Snapshot)
@@ -328,6 +329,7 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 		call.Request, _ = proto.Marshal(req)
 		call.Response, _ = proto.Marshal(resp)
 	}
+	ev := AskEvent{Call: *call} // before the store shares it
 	halt, err := e.state.store.Decided(ctx, call, now)
 	if e.state.result("decided", err) != nil && (key.Session != "" || resp.Decision == pb.Decision_DECISION_ASK) {
 		// The count was not kept, or nobody could answer the ask: fail closed.
@@ -350,6 +352,9 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 		e.dlog.Record(entry)
 	}
 	e.metrics.decided(resp, took)
+	if resp.Decision == pb.Decision_DECISION_ASK {
+		e.tell(ev)
+	}
 	return resp, nil
 }
 

@@ -114,6 +114,14 @@ func TestCheckExitCodes(t *testing.T) {
 			"g.rego":      guardrailModule("guardrails.team", `deny contains "x" if input.tool_name == "Nope"`),
 			"g_test.rego": guardrailModule("guardrails.team_test", "test_wrong if count(data.guardrails.team.deny) == 1 with input as {\"tool_name\": \"Read\"}"),
 		}, 4, []string{"test_wrong"}},
+		{"a guardrail outside guardrails", map[string]string{"g.rego": guardrailModule("guardrail.team", `deny contains "x" if input.tool_name == "Write"`)},
+			3, []string{"package guardrail.team defines deny", `did you mean package guardrails.team?`}},
+		{"a misspelt guardrail data key", map[string]string{"guardrails/data.json": `{"deny_command": ["curl"]}`},
+			3, []string{"guardrails/data.json", "guardrails.deny_command: unknown key", `did you mean "deny_commands"?`}},
+		{"a package's own data", map[string]string{
+			"guardrails/team/data.json": `{"hosts": ["a"]}`,
+			"g.rego":                    guardrailModule("guardrails.team", `deny contains "x" if input.tool_name in data.guardrails.team.hosts`),
+		}, 0, []string{"ok:"}},
 		{"does not compile", map[string]string{"g.rego": "package guardrails.team\n\ndeny contains if {"}, 3, []string{"g.rego"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -5,7 +5,8 @@
 //	toolpdp test   PATH...                                 run bundles' _test.rego
 //	toolpdp decide [--bundle PATH]...                      decide one request from stdin
 //	toolpdp status [--addr ADDR]                           ask a running server what it serves
-//	toolpdp pending [--addr ADDR]                          list the asks waiting for a person
+//	toolpdp pending [--addr ADDR]                          list the asks waiting for a person, each in full
+//	toolpdp confirm ID allow|deny [--message M]            answer one
 //	toolpdp fmt    [--check] [--diff] PATH...              format the bundles' Rego as opa fmt does
 //	toolpdp replay --bundle PATH... LOG...                 diff a candidate bundle against logged decisions
 //	toolpdp hook claude-code [--addr ADDR]                 answer one Claude Code hook event from stdin
@@ -37,7 +38,8 @@ const usage = `usage:
   toolpdp test   [-v] [--run REGEX] [--coverage] PATH...          run the bundles' _test.rego and *.decisions.json/.yaml files
   toolpdp decide [--bundle PATH]...                               decide one DecideRequest (JSON on stdin)
   toolpdp status [--addr ADDR]                                    a running server's policy revision and last reload error
-  toolpdp pending [--addr ADDR]                                   the asks waiting for a person
+  toolpdp pending [--addr ADDR] [--token-file F] [--reveal]       the asks waiting for a person, each call in full
+  toolpdp confirm ID allow|deny [--message M] [--remember]        answer one (or --call-id C --agent-id A --session-id S)
   toolpdp fmt    [--check] [--diff] PATH...                       format the bundles' Rego as opa fmt does
   toolpdp replay --bundle PATH... LOG...                          which logged decisions a candidate bundle would change
   toolpdp hook claude-code [--addr ADDR] [--agent-id ID]          answer one Claude Code hook event (JSON on stdin)
@@ -109,7 +111,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return errUsage
 	}
 	cmds := map[string]func(context.Context, []string, io.Reader, io.Writer, io.Writer) error{
-		"serve": serve, "check": check, "test": test, "decide": decide, "status": status, "pending": pending, "replay": replay,
+		"serve": serve, "check": check, "test": test, "decide": decide, "status": status, "pending": pending, "confirm": confirm, "replay": replay,
 		"hook": hook, "version": version, loadChildCommand: loadChild, "fmt": fmtCmd, "mcp-proxy": mcpProxy,
 		"exec": execCmd,
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -296,5 +297,79 @@ func TestStateFromEnvironment(t *testing.T) {
 	waitServing(t, conn, p)
 	if _, err := os.Stat(filepath.Join(dir, "env.db")); err != nil {
 		t.Fatalf("TOOLPDP_STATE=file:… made no state file: %v\n%s", err, p.stderr.String())
+	}
+}
+
+// A flood of new session ids cannot clear a halt: 134,000 calls under
+// fresh ids (67 times the bound of 2,000 sessions) leave the halted
+// session halted; a flood of sessions that halt fills only its own agent's
+// share, whose new sessions are then refused, while another agent's start.
+// The flood stops after 134,000 calls or 90 seconds, whichever comes first.
+func TestFloodOfNewSessionsKeepsHalts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a flood of 134,000 calls")
+	}
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "bundle")
+	writeStateBundle(t, bundle, `{"a": {"tools": [{"type": "agent_toolset", "configs": [{"name": "rm", "enabled": false}]}], "max_consecutive_denials": 3},
+		"h": {"tools": [{"type": "agent_toolset", "configs": [{"name": "rm", "enabled": false}]}], "max_consecutive_denials": 1},
+		"b": {"tools": [{"type": "agent_toolset"}]}}`, "v1")
+	r := startReplica(t, dir, bundle, "memory", "--max-sessions", "2000")
+	decide := func(agent, session, tool string) (*pb.DecideResponse, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return r.agent.Decide(ctx, &pb.DecideRequest{AgentId: agent, SessionId: session, ToolName: tool})
+	}
+	for i := range 3 {
+		if resp, err := decide("a", "halted", "rm"); err != nil || resp.Halt != (i == 2) {
+			t.Fatalf("denial %d: %v %v", i+1, resp, err)
+		}
+	}
+	const calls = 134_000
+	var sent, failed atomic.Int64
+	deadline := time.Now().Add(90 * time.Second)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < calls && time.Now().Before(deadline); i += 8 {
+				if _, err := decide("a", fmt.Sprint("fresh-", i), "Read"); err != nil {
+					failed.Add(1)
+				}
+				sent.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := sent.Load(); n < 20_000 || failed.Load() > 0 {
+		t.Fatalf("%d calls sent, %d failed: too few to flood the bound ten times", n, failed.Load())
+	}
+	t.Logf("%d calls under fresh session ids", sent.Load())
+	resp, err := decide("a", "halted", "rm")
+	if err != nil || resp.Decision != pb.Decision_DECISION_DENY || !resp.Halt {
+		t.Fatalf("the halted session after the flood: %v %v, want a deny with halt", resp, err)
+	}
+
+	// Agent h's flood of sessions that halt: its share (1,000, half of
+	// the bound) fills with halted sessions, then its new ones are refused.
+	refused := 0
+	for i := range 1500 {
+		resp, err := decide("h", fmt.Sprint("h-", i), "rm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Reasons) > 0 && resp.Reasons[0].Rule == "session_refused" {
+			refused++
+		}
+	}
+	if refused != 500 {
+		t.Fatalf("%d of agent h's 1,500 halting sessions refused, want the 500 past its share of 1,000", refused)
+	}
+	if resp, err := decide("b", "another agent", "Read"); err != nil || resp.Decision != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("another agent's new session after agent h filled its share: %v %v", resp, err)
+	}
+	if resp, err := decide("a", "halted", "rm"); err != nil || !resp.Halt {
+		t.Fatalf("the halted session after agent h's flood: %v %v", resp, err)
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/toolpdp/toolpdp/client"
@@ -66,44 +69,22 @@ func status(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	return nil
 }
 
-// pending lists the asks a running server holds for a person to answer.
-func pending(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("pending", stderr)
-	addr := fs.String("addr", server.DefaultListen, "the server: host:port or unix:///path (env TOOLPDP_ADDR)")
-	agent := fs.String("agent", "", "only this agent's asks")
-	withSynopsis(fs, "toolpdp pending [--addr ADDR] [--agent ID]")
-	if err := parseEnv(fs, args); err != nil {
-		return err
-	}
-	var asks []*pb.PendingAsk
-	err := call(ctx, *addr, func(ctx context.Context, c pb.DecisionServiceClient) error {
-		req := &pb.ListPendingRequest{AgentId: *agent, PageSize: 1000}
-		for {
-			resp, err := c.ListPending(ctx, req)
-			if err != nil {
-				return err
-			}
-			asks = append(asks, resp.Asks...)
-			if req.PageToken = resp.NextPageToken; req.PageToken == "" {
-				return nil
-			}
-		}
-	})
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	for _, a := range asks {
-		waited := now.Sub(time.Unix(0, a.CreatedUnixNanos)).Round(time.Second)
-		fmt.Fprintf(stdout, "%s\tagent=%s\tsession=%s\ttool=%s\twaiting=%s\t%s\n", a.DecisionId, a.AgentId, a.SessionId, a.ToolName, waited, a.Message)
-	}
-	fmt.Fprintf(stdout, "%d waiting\n", len(asks))
-	return nil
-}
-
 // call runs f against a running server, over TCP or a unix socket, with
 // a 5 s deadline.
 func call(ctx context.Context, addr string, f func(context.Context, pb.DecisionServiceClient) error) error {
+	return callWith(ctx, addr, "", f)
+}
+
+// callWith is call presenting the bearer token read from tokenFile
+// ("": none).
+func callWith(ctx context.Context, addr, tokenFile string, f func(context.Context, pb.DecisionServiceClient) error) error {
+	if tokenFile != "" {
+		raw, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(raw)))
+	}
 	conn, err := grpc.NewClient(client.Target(addr), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err

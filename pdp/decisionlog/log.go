@@ -533,3 +533,28 @@ func protoJSON(m proto.Message) any {
 	}
 	return v
 }
+
+// defaultNames masks for a server whose decision log is off: what is not
+// logged is still masked where people see it.
+var defaultNames = newNameMatcher(DefaultRedact)
+
+// MaskedCall is a call's args and env as a decision line would hold them:
+// masked by name and by shape, then by the bundle's own mask policy p
+// (nil: none), which reads the line as it reads a decision's. A policy
+// that fails masks everything: what it would have hidden is unknown.
+// A nil Log masks by the default names.
+func (d *Log) MaskedCall(req *pb.DecideRequest, resp *pb.DecideResponse, p BundlePolicy) (args, env any) {
+	names := defaultNames
+	if d != nil {
+		names = d.names
+	}
+	in := (&Log{names: names}).input(req)
+	line := map[string]any{"type": "decision", "decision_id": resp.GetDecisionId(), "path": DecisionPath, "input": in,
+		"result": (&Log{names: names}).result(resp)}
+	if _, err := applyPolicy(p, line); err != nil {
+		return Redacted, Redacted
+	}
+	names.maskValue(line, false)
+	obj, _ := line["input"].(map[string]any)
+	return obj["args"], obj["env"]
+}

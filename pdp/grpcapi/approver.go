@@ -3,13 +3,16 @@ package grpcapi
 import (
 	"context"
 	"net"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolpdp/toolpdp/pdp/approver"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -62,6 +65,28 @@ func approverGate(ctx context.Context, req any, info *grpc.UnaryServerInfo, next
 		return nil, status.Errorf(codes.PermissionDenied, "%s is served only on the approver's address (--confirm-listen), not on the agent's", info.FullMethod)
 	}
 	return next(ctx, req)
+}
+
+// approverAuth authenticates every DecisionService call on an approver
+// connection by an approver token, when the server has any: the token
+// names who answers and, with workspace binding, the workspace answered
+// for. An agent's workspace token is not an approver token, so it opens
+// nothing here.
+func (s *Server) approverAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	if !s.cfg.Approvers.Enabled() || !fromApprover(ctx) || !strings.HasPrefix(info.FullMethod, "/toolpdp.v1.") {
+		return next(ctx, req)
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, h := range md.Get("authorization") {
+		if tok, ok := s.cfg.Approvers.Identify(approver.Bearer(h)); ok {
+			ctx = context.WithValue(ctx, approverIDKey{}, tok.Name+" (approver token)")
+			if s.cfg.Workspaces.enabled() {
+				ctx = context.WithValue(ctx, workspaceKey{}, tok.Workspace)
+			}
+			return next(ctx, req)
+		}
+	}
+	return nil, status.Error(codes.Unauthenticated, "the approver's address takes an approver token (--approver-token-file) as authorization: Bearer TOKEN; an agent's workspace token is not one")
 }
 
 // approverIDKey holds who the approver authenticated as (an approver

@@ -43,8 +43,8 @@ func callerWorkspace(ctx context.Context) (string, bool) {
 // interceptor identifies the caller of every DecisionService call;
 // health and reflection stay open.
 func (w *Workspaces) interceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-	if !strings.HasPrefix(info.FullMethod, "/toolpdp.v1.") {
-		return next(ctx, req)
+	if _, bound := callerWorkspace(ctx); bound || !strings.HasPrefix(info.FullMethod, "/toolpdp.v1.") {
+		return next(ctx, req) // bound already: an approver token names its workspace
 	}
 	ws, ok := w.identify(ctx)
 	if !ok {

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/approver"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -55,6 +56,10 @@ type Config struct {
 	// SeparateApprover: Confirm and ListPending are served only on
 	// connections of an ApproverListener (serve --confirm-listen).
 	SeparateApprover bool
+	// Approvers are the tokens every call on an approver connection must
+	// present; nil: approver connections are not authenticated here (a
+	// unix socket in a directory the agent does not mount).
+	Approvers *approver.Tokens
 
 	// MaxInflightBytes bounds the encoded bytes of Decide requests being
 	// decided at once; DefaultMaxInflightBytes when 0.
@@ -192,7 +197,7 @@ func (s *Server) chain(metrics *grpcprom.ServerMetrics) []grpc.UnaryServerInterc
 		recovery.UnaryServerInterceptor(onPanic),
 	}
 	if s.cfg.SeparateApprover {
-		chain = append(chain, approverGate)
+		chain = append(chain, approverGate, s.approverAuth)
 	}
 	chain = append(chain, s.validate)
 	if s.cfg.Workspaces.enabled() {
@@ -398,19 +403,15 @@ func checkFilterTools(r *pb.FilterToolsRequest) error {
 	return nil
 }
 
-// ListPending implements DecisionService.
+// ListPending implements DecisionService: each ask as a person must see
+// it to answer, secrets masked unless the request reveals them.
 func (s *Server) ListPending(ctx context.Context, req *pb.ListPendingRequest) (*pb.ListPendingResponse, error) {
 	ws, _ := callerWorkspace(ctx)
-	asks, next, err := s.engine.ListPending(ctx, ws, req.GetAgentId(), req.GetPageSize(), req.GetPageToken())
+	asks, next, err := s.engine.ShowPending(ctx, ws, req)
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	out := &pb.ListPendingResponse{NextPageToken: next}
-	for _, a := range asks {
-		out.Asks = append(out.Asks, &pb.PendingAsk{DecisionId: a.DecisionID, AgentId: a.AgentID, SessionId: a.SessionID,
-			ToolName: a.ToolName, Message: a.Message, CreatedUnixNanos: a.Created.UnixNano(), CallId: a.CallID})
-	}
-	return out, nil
+	return &pb.ListPendingResponse{Asks: asks, NextPageToken: next}, nil
 }
 
 // statusOf is the gRPC status of an engine's refusal.

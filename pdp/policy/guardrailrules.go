@@ -53,6 +53,9 @@ func guardrailRules(modules map[string]*ast.Module, misnamed map[string]string) 
 	fileOf := map[string]string{}
 	for _, path := range slices.Sorted(mapKeys(modules)) {
 		m := modules[path]
+		if err := misplacedGuardrail(path, m); err != nil {
+			errs = append(errs, err)
+		}
 		if !isGuardrailModule(path, m) {
 			continue
 		}
@@ -135,4 +138,63 @@ func ownedGuardrails(refs []ast.Ref) (*ast.Module, error) {
 			"rule", strings.TrimPrefix(ref.String(), "data."), "effect", guardrailDecisions[name], "value", ref)
 	}
 	return ast.ParseModuleWithOpts(ownedGuardrailsModule, b.String(), ast.ParserOptions{RegoVersion: ast.RegoV1})
+}
+
+// misplacedGuardrail refuses a package outside data.guardrails (and
+// outside the library's own, a test, or OPA's system.log) that defines a
+// rule named deny, violation or ask: toolpdp reads guardrails only under
+// data.guardrails, so "package guardrail.team" would be a guardrail nobody
+// reads.
+func misplacedGuardrail(path string, m *ast.Module) error {
+	p := m.Package.Path
+	if p.HasPrefix(guardrailsRoot) || isTestModule(path, m) || p.HasPrefix(ast.MustParseRef("data.toolpdp")) || p.HasPrefix(ast.MustParseRef("data.system")) {
+		return nil
+	}
+	for _, r := range m.Rules {
+		name := r.Head.Ref()[0].Value.(ast.Var).String()
+		if _, decision := guardrailDecisions[name]; decision {
+			pkg := strings.TrimPrefix(p.String(), "data.")
+			meant := "guardrails." + pkg
+			if first := strings.Split(pkg, ".")[0]; closest(first, []string{"guardrails"}) != "" {
+				meant = "guardrails" + strings.TrimPrefix(pkg, first)
+			}
+			return fmt.Errorf("%s:%d: package %s defines %s, but toolpdp reads guardrails only under data.guardrails: did you mean package %s?", path, r.Location.Row, pkg, name, meant)
+		}
+	}
+	return nil
+}
+
+// guardrailDataKeys are the keys of data.guardrails the library reads.
+var guardrailDataKeys = []string{"ask_commands", "deny_commands", "network", "protect_vcs_and_agent_config", "protected_paths"}
+
+// checkGuardrailData refuses a key of data.guardrails that is neither one
+// the library reads, nor the name of a guardrail package (whose data is
+// its owners'), nor an x- key: "deny_command" would be a rule nobody
+// enforces.
+func checkGuardrailData(data map[string]any, modules map[string]*ast.Module, fileOf func(...string) string) error {
+	g, ok := data["guardrails"].(map[string]any)
+	if !ok {
+		return nil
+	}
+	packages := map[string]bool{}
+	for _, m := range modules {
+		if p := m.Package.Path; p.HasPrefix(guardrailsRoot) && len(p) > 2 {
+			if s, ok := p[2].Value.(ast.String); ok {
+				packages[string(s)] = true
+			}
+		}
+	}
+	var errs []error
+	for _, k := range slices.Sorted(mapKeys(g)) {
+		if slices.Contains(guardrailDataKeys, k) || packages[k] || strings.HasPrefix(k, "x-") {
+			continue
+		}
+		where := fileOf("guardrails", k)
+		if m := closest(k, guardrailDataKeys); m != "" {
+			errs = append(errs, fmt.Errorf("%s: guardrails.%s: unknown key (did you mean %q?)", where, k, m))
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%s: guardrails.%s: unknown key; the keys known here are %s, and the names of guardrail packages", where, k, strings.Join(guardrailDataKeys, ", ")))
+	}
+	return errors.Join(errs...)
 }

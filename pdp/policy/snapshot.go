@@ -214,6 +214,9 @@ func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time, opts 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkGuardrailData(merged.Data, parsedModules(merged), func(path ...string) string { return dataFileOf(bs, path...) }); err != nil {
+		return nil, err
+	}
 	if err := s.compile(ctx, merged); err != nil {
 		return nil, err
 	}
@@ -580,4 +583,25 @@ func (s *Snapshot) Store() storage.Store { return s.store }
 func (s *Snapshot) Input(req *pb.DecideRequest) (ast.Value, error) {
 	id := AgentID(req.GetAgentId())
 	return buildInput(context.Background(), s, id, s.agents[id], req)
+}
+
+// parsedModules are a merged bundle's modules by file.
+func parsedModules(b *bundle.Bundle) map[string]*ast.Module {
+	out := make(map[string]*ast.Module, len(b.Modules))
+	for _, m := range b.Modules {
+		out[m.Path] = m.Parsed
+	}
+	return out
+}
+
+// dataFileOf is the data file of whichever bundle holds path.
+func dataFileOf(bs []*bundles.Bundle, path ...string) string {
+	for _, b := range bs {
+		if v, ok := b.Bundle.Data[path[0]].(map[string]any); ok {
+			if _, ok := v[path[1]]; ok {
+				return b.DataFileOf(path...)
+			}
+		}
+	}
+	return "data"
 }

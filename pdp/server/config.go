@@ -55,6 +55,19 @@ type Config struct {
 	// without a restart. One file named twice is an error.
 	WorkspaceTokens []string
 
+	// ApproverTokens are [WORKSPACE=]FILE: the bearer tokens every
+	// approver surface (ConfirmListen, ConsoleListen) takes. A TCP approver
+	// address refuses to start without one; none may equal a workspace
+	// token.
+	ApproverTokens []string
+	// ConsoleListen are the web console's HTTP addresses, host:port or
+	// unix:///path.
+	ConsoleListen []string
+	// Notify: a signed JSON POST to each URL for every new ask and answer.
+	NotifyURLs       []string
+	NotifySecretFile string // the HMAC key of the signature
+	ConsoleURL       string // the console's address for people, linked from notifications
+
 	// Reload, when set, is a signal (serve's SIGHUP) at each of which the
 	// server re-reads its bundles — bundle servers are polled at once — and
 	// its credential files, and reloads what changed.

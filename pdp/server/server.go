@@ -23,9 +23,12 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/toolpdp/toolpdp/pdp"
+	"github.com/toolpdp/toolpdp/pdp/approver"
+	"github.com/toolpdp/toolpdp/pdp/console"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi"
 	"github.com/toolpdp/toolpdp/pdp/loadchild"
+	"github.com/toolpdp/toolpdp/pdp/notify"
 	"github.com/toolpdp/toolpdp/pdp/session"
 	"github.com/toolpdp/toolpdp/pdp/tokenfile"
 )
@@ -43,7 +46,10 @@ type Server struct {
 	https     []*http.Server // metrics, and any other HTTP listener
 	endpoints []*endpoint
 	tokens    []*tokenfile.File // every credential file, kept current while serving
-	store     session.Store     // closed last
+	approvers *approver.Tokens
+	console   *console.Console // nil without ConsoleListen
+	notifier  *notify.Notifier // nil without NotifyURLs
+	store     session.Store    // closed last
 }
 
 // Run builds a server from cfg and serves until ctx ends.
@@ -103,6 +109,10 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if ac.Workspaces, err = s.workspaceBinding(cfg.TLS.ClientCAFile != "", cfg.WorkspaceTokens); err != nil {
 		return nil, err
 	}
+	if err = s.approverSurfaces(cfg, ac.Workspaces); err != nil {
+		return nil, err
+	}
+	ac.Approvers = s.approvers
 	if s.grpc, s.api, err = grpcapi.New(s.engine, ac); err != nil {
 		return nil, err
 	}
@@ -114,6 +124,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		if e.unix { // a gRPC listener: each connection holds buffers
 			e.l = netutil.LimitListener(e.l, cfg.MaxConnections)
 		}
+	}
+	if err := s.approverAddrs(cfg); err != nil {
+		return nil, err
 	}
 	if err := s.engine.Reload(ctx, true); err != nil && !cfg.WaitForBundle && !s.engine.Remote() {
 		return nil, err // logged by the engine
@@ -131,6 +144,9 @@ func (s *Server) endpointsOf(cfg Config) []*endpoint {
 	for _, a := range cfg.ConfirmListen {
 		out = append(out, &endpoint{option: "--confirm-listen", addr: a, unix: true, what: "serving the approver (Confirm, ListPending)",
 			serve: func(l net.Listener) error { return s.grpc.Serve(grpcapi.ApproverListener(l)) }})
+	}
+	for _, a := range cfg.ConsoleListen {
+		out = append(out, &endpoint{option: "--console-listen", addr: a, unix: true, what: "serving the approvers' console", serve: s.serveHTTP(s.console)})
 	}
 	if cfg.MetricsListen != "" {
 		mux := http.NewServeMux()
@@ -164,6 +180,9 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.dlog.Close() // after the servers have stopped: flushes what is queued
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.engine.Run(ctx) })
+	if s.notifier != nil {
+		g.Go(func() error { s.notifier.Run(ctx); return nil })
+	}
 	for _, f := range s.tokens {
 		g.Go(func() error { f.Run(ctx, 0); return nil })
 	}

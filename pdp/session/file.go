@@ -223,9 +223,12 @@ func (f *File) sync() error {
 	return nil
 }
 
+// Begin does not wait for the disk: what it changed is written before the
+// call's Decided returns (writes are committed in order), and a call that
+// never gets there was never answered.
 func (f *File) Begin(ctx context.Context, k Key, current *Pin, now time.Time) (Begun, error) {
 	b, _ := f.Memory.Begin(ctx, k, current, now)
-	return b, f.sync()
+	return b, f.Ping(ctx)
 }
 
 func (f *File) Decided(ctx context.Context, c *Call, now time.Time) (bool, error) {

@@ -144,3 +144,9 @@ func newEpoch(digest string) string {
 	}
 	return digest + "." + hex.EncodeToString(r[:])
 }
+
+// Recent is up to limit of the decisions held for workspace's session,
+// newest first: what a person answering an ask sees of the session.
+func (m *Memory) Recent(workspace, agentID, sessionID string, limit int) []Call {
+	return m.pending.Recent(workspace, agentID, sessionID, limit)
+}

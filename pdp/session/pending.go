@@ -501,3 +501,29 @@ func (f *fifo) add(a *Call, evicted func(*Call, string)) {
 		f.order = kept
 	}
 }
+
+// Seq is the call's place in the order of arrival: what a page token names.
+func (a *Call) Seq() uint64 { return a.seq }
+
+// Recent is up to limit of the decisions held for workspace's session,
+// newest first (copies, without their requests): what a person answering
+// an ask sees of the session beside it.
+func (p *Pending) Recent(workspace, agentID, sessionID string, limit int) []Call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Call
+	for _, f := range []*fifo{&p.recent, &p.asks} {
+		for _, a := range f.m {
+			if a.Workspace == workspace && a.AgentID == agentID && a.SessionID == sessionID {
+				c := *a
+				c.Request, c.Response, c.done = nil, nil, nil
+				out = append(out, c)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq > out[j].seq })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}

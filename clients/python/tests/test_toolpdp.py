@@ -5,6 +5,7 @@ TOOLPDP_TEST_ADDR: the server; TOOLPDP_TEST_CWD: the cwd the test bundle's
 import asyncio
 import json
 import os
+import threading
 import subprocess
 import sys
 import time
@@ -61,6 +62,34 @@ class ClientTest(unittest.TestCase):
             c.confirm(other.decision_id, False, remember=True)
         denied = c.confirm(other.decision_id, False, deny_message="use notes.txt")
         self.assertEqual(denied.decision, pb.DECISION_DENY)
+
+    def test_check_waits_for_the_answer(self):
+        c = self.client()
+        answerer = self.client(session_id=c.session_id)
+
+        def answer(result, message=""):
+            time.sleep(0.3)
+            ask = [a for a in answerer._stub.ListPending(pb.ListPendingRequest(agent_id="py")).asks if a.session_id == c.session_id][0]
+            answerer.confirm(ask.decision_id, result, deny_message=message)
+
+        t = threading.Thread(target=answer, args=(False, "write notes.txt instead"))
+        t.start()
+        v = c.check("Write", {"file_path": os.path.join(CWD, "a.md"), "content": "x"}, wait=True, wait_timeout=20)
+        t.join()
+        self.assertTrue(v.denied, v)
+        self.assertEqual(v.message, "write notes.txt instead")
+        t = threading.Thread(target=answer, args=(True,))
+        t.start()
+        v = c.check("Write", {"file_path": os.path.join(CWD, "b.md"), "content": "x"}, wait=True, wait_timeout=20)
+        t.join()
+        self.assertTrue(v.allowed, v)
+        # Cancelled: a deny, at once.
+        cancel = threading.Event()
+        threading.Timer(0.3, cancel.set).start()
+        start = time.monotonic()
+        v = c.check("Write", {"file_path": os.path.join(CWD, "c.md"), "content": "x"}, wait=True, cancel=cancel)
+        self.assertTrue(v.denied and "cancelled" in v.message, v)
+        self.assertLess(time.monotonic() - start, 5)
 
     def test_execution_env_and_cwd_applied(self):
         c = self.client()

@@ -164,3 +164,20 @@ class _ExecutionPipe:
     def __exit__(self, *exc):
         os.close(self.r)
         return False
+
+
+def answered_verdict(ask, response):
+    """The Verdict an ask ended in, from its AwaitDecisionResponse: ANSWERED
+    is the person's final decision (a deny carries their message), EXPIRED a
+    deny. Anything else is not an answer: a deny that says so."""
+    if response.state == pb.ASK_STATE_ANSWERED and response.decision in (pb.DECISION_ALLOW, pb.DECISION_DENY):
+        out = pb.DecideResponse(decision=response.decision, message=response.message, decision_id=ask.decision_id,
+                                policy_revision=ask.policy_revision, halt=response.halt)
+        out.reasons.extend(ask.reasons)
+        if response.HasField("execution"):
+            out.execution.CopyFrom(response.execution)
+        return Verdict(out)
+    if response.state == pb.ASK_STATE_EXPIRED:
+        return Verdict.fail_closed(response.message or "nobody answered the ask in time, so it is denied")
+    return Verdict.fail_closed("the ask has no answer (%s), so the call is denied"
+                               % pb.AskState.Name(response.state))

@@ -2,7 +2,9 @@
 import grpc
 
 from . import _requests as rq
-from ._verdict import Verdict
+import asyncio
+
+from ._verdict import Verdict, answered_verdict
 from .v1 import toolpdp_pb2 as pb
 from .v1 import toolpdp_pb2_grpc as pb_grpc
 
@@ -28,8 +30,10 @@ class AsyncClient:
         await self.close()
 
     async def check(self, tool_name, args=None, *, server="", category=pb.CATEGORY_UNSPECIFIED, env=None, call_id="",
-                    execution_policy=None):
-        """See Client.check: never raises, never fails open."""
+                    execution_policy=None, wait=False, wait_timeout=None):
+        """See Client.check: never raises, never fails open. wait=True waits
+        for a person's answer to an ask; cancelling the task ends the wait
+        (and the call is not allowed)."""
         try:
             req = rq.decide_request(self.agent_id, self.session_id, tool_name, args, server, category, env, call_id,
                                     execution_policy)
@@ -39,7 +43,33 @@ class AsyncClient:
                                        % (rq.failure_text(e), tool_name))
         if response.decision == pb.DECISION_UNSPECIFIED:
             return Verdict.fail_closed("the policy sidecar gave no decision, so %s is denied" % tool_name)
+        if wait and response.decision == pb.DECISION_ASK:
+            return await self.wait(response, wait_timeout)
         return Verdict(response)
+
+    async def await_decision(self, decision_id="", *, call_id="", wait_seconds=60):
+        """See Client.await_decision."""
+        req = pb.AwaitDecisionRequest(decision_id=decision_id, wait_seconds=wait_seconds)
+        if call_id:
+            req = pb.AwaitDecisionRequest(call_id=call_id, agent_id=self.agent_id, session_id=self.session_id,
+                                          wait_seconds=wait_seconds)
+        return await self._stub.AwaitDecision(req, timeout=wait_seconds + self.timeout, metadata=self._metadata)
+
+    async def wait(self, ask, wait_timeout=None):
+        """See Client.wait; cancel the task to stop waiting."""
+        ask = getattr(ask, "response", ask)
+        loop = asyncio.get_running_loop()
+        deadline = None if wait_timeout is None else loop.time() + wait_timeout
+        while True:
+            left = 60 if deadline is None else min(60, deadline - loop.time())
+            if left <= 0:
+                return Verdict.fail_closed("no answer to the ask came while waiting, so the call is denied")
+            try:
+                response = await self.await_decision(ask.decision_id, wait_seconds=max(int(left), 1))
+            except grpc.RpcError as e:
+                return Verdict.fail_closed("the ask could not be awaited (%s), so the call is denied" % rq.failure_text(e))
+            if response.state != pb.ASK_STATE_PENDING:
+                return answered_verdict(ask, response)
 
     async def report_result(self, decision_id="", error=None, *, call_id=""):
         """See Client.report_result: returns halt, True when it cannot report."""

@@ -10,6 +10,14 @@ model; ASK hands the call to ask_user(ctx, message) — your UI — and records
 the person's answer with Confirm, with remember when the person said "don't
 ask me again for this". Fails closed: an unreachable sidecar, an exception
 in ask_user or a Confirm that cannot be recorded is a deny.
+
+Where the person answers elsewhere — the console (serve --console-listen),
+`toolpdp confirm`, a chat bot told by a notification — pass ask_user=None:
+the gate then waits for that answer with AwaitDecision (Confirm is served
+only on the approver's address, which the agent's side does not reach)
+and returns it: the allow with its execution, or the deny with the
+person's message. Cancelling the task (or the wait_timeout) ends the wait
+with a deny.
 """
 from .v1 import toolpdp_pb2 as pb
 
@@ -43,13 +51,15 @@ class PermissionGate:
     the person answers: a reload that now denies it, or an agent removed
     while the ask was on screen, turns the allow into a deny)."""
 
-    def __init__(self, client, ask_user):
-        self.client, self.ask_user = client, ask_user
+    def __init__(self, client, ask_user=None, wait_timeout=None):
+        self.client, self.ask_user, self.wait_timeout = client, ask_user, wait_timeout
         self.last_decision_id = ""  # the call report_result reports on by default
 
     async def __call__(self, ctx):
         verdict = await self.client.check(ctx.tool_name, getattr(ctx, "args", None) or None, **_check_options(ctx))
         self.last_decision_id = verdict.decision_id
+        if verdict.asked and self.ask_user is None:  # answered on the approver's side
+            verdict = await self.client.wait(verdict, self.wait_timeout)
         if not verdict.asked:
             return _decided(verdict)
         try:
@@ -71,13 +81,15 @@ class SyncPermissionGate:
     message) returns a Decision. The same rule: only the sidecar's allow
     allows."""
 
-    def __init__(self, client, ask_user):
-        self.client, self.ask_user = client, ask_user
+    def __init__(self, client, ask_user=None, wait_timeout=None, cancel=None):
+        self.client, self.ask_user, self.wait_timeout, self.cancel = client, ask_user, wait_timeout, cancel
         self.last_decision_id = ""
 
     def __call__(self, ctx):
         verdict = self.client.check(ctx.tool_name, getattr(ctx, "args", None) or None, **_check_options(ctx))
         self.last_decision_id = verdict.decision_id
+        if verdict.asked and self.ask_user is None:  # answered on the approver's side
+            verdict = self.client.wait(verdict, self.wait_timeout, self.cancel)
         if not verdict.asked:
             return _decided(verdict)
         try:

@@ -2,7 +2,10 @@
 import grpc
 
 from . import _requests as rq
-from ._verdict import Verdict
+import threading
+import time
+
+from ._verdict import Verdict, answered_verdict
 from .v1 import toolpdp_pb2 as pb
 from .v1 import toolpdp_pb2_grpc as pb_grpc
 
@@ -32,10 +35,17 @@ class Client:
         self.close()
 
     def check(self, tool_name, args=None, *, server="", category=pb.CATEGORY_UNSPECIFIED, env=None, call_id="",
-              execution_policy=None):
+              execution_policy=None, wait=False, wait_timeout=None, cancel=None):
         """Decide one tool call. Never raises and never fails open: any failure
         (unreachable, timeout, a malformed request, no decision) is a deny
         whose message says why.
+
+        wait=True: an ask is waited for until a person answers it (the
+        console, toolpdp confirm, a chat bot — on the approver's side) and
+        the answer is returned: allow, or deny with the person's message.
+        wait_timeout bounds the whole wait in seconds (None: until the ask
+        expires on the server); cancel, a threading.Event, ends it early. A
+        wait that ends without an answer is a deny.
 
         env: the environment the tool would get; for a shell tool it defaults
         to this process's, from which the sidecar builds the filtered one
@@ -49,7 +59,42 @@ class Client:
                                        % (rq.failure_text(e), tool_name))
         if response.decision == pb.DECISION_UNSPECIFIED:
             return Verdict.fail_closed("the policy sidecar gave no decision, so %s is denied" % tool_name)
+        if wait and response.decision == pb.DECISION_ASK:
+            return self.wait(response, wait_timeout, cancel)
         return Verdict(response)
+
+    def await_decision(self, decision_id="", *, call_id="", wait_seconds=60):
+        """One AwaitDecision: how the ask stands after waiting up to
+        wait_seconds (the server caps a wait at 60) — PENDING, ANSWERED or
+        EXPIRED. Raises grpc.RpcError (NOT_FOUND: no such ask)."""
+        req = pb.AwaitDecisionRequest(decision_id=decision_id, wait_seconds=wait_seconds)
+        if call_id:
+            req = pb.AwaitDecisionRequest(call_id=call_id, agent_id=self.agent_id, session_id=self.session_id,
+                                          wait_seconds=wait_seconds)
+        return self._stub.AwaitDecision(req, timeout=wait_seconds + self.timeout, metadata=self._metadata)
+
+    def wait(self, ask, wait_timeout=None, cancel=None):
+        """Wait for a person's answer to ask (a DecideResponse or Verdict that
+        asked) and return the Verdict it ended in; see check(wait=True)."""
+        ask = getattr(ask, "response", ask)
+        cancel = cancel or threading.Event()
+        deadline = None if wait_timeout is None else time.monotonic() + wait_timeout
+        while True:
+            left = 60 if deadline is None else min(60, deadline - time.monotonic())
+            if left <= 0 or cancel.is_set():
+                return Verdict.fail_closed("no answer to the ask came while waiting, so the call is denied")
+            req = pb.AwaitDecisionRequest(decision_id=ask.decision_id, wait_seconds=max(int(left), 1))
+            call = self._stub.AwaitDecision.future(req, timeout=max(int(left), 1) + self.timeout, metadata=self._metadata)
+            while not call.done():
+                if cancel.wait(0.1):
+                    call.cancel()
+                    return Verdict.fail_closed("the wait for a person's answer was cancelled, so the call is denied")
+            try:
+                response = call.result()
+            except grpc.RpcError as e:
+                return Verdict.fail_closed("the ask could not be awaited (%s), so the call is denied" % rq.failure_text(e))
+            if response.state != pb.ASK_STATE_PENDING:
+                return answered_verdict(ask, response)
 
     def report_result(self, decision_id="", error=None, *, call_id=""):
         """Report how an allowed call ended (error None: success). Returns halt:

@@ -1362,12 +1362,14 @@ func (x *BundleStatus) GetRevision() string {
 }
 
 type ListPendingRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`       // only this agent's; "" for all
-	PageSize      int32                  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`   // asks per page: 0 means 100; more than 1000 means 1000
-	PageToken     string                 `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"` // next_page_token of the previous page; "" for the first
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	AgentId          string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`                               // only this agent's; "" for all
+	PageSize         int32                  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`                           // asks per page: 0 means 100; more than 1000 means 1000
+	PageToken        string                 `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`                         // next_page_token of the previous page; "" for the first
+	Reveal           bool                   `protobuf:"varint,4,opt,name=reveal,proto3" json:"reveal,omitempty"`                                               // show the values the decision log masks as secret instead of masking them
+	MaxArgumentBytes int32                  `protobuf:"varint,5,opt,name=max_argument_bytes,json=maxArgumentBytes,proto3" json:"max_argument_bytes,omitempty"` // bound on each ask's rendered arguments: 0 means 16 KiB; at most 1 MiB
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ListPendingRequest) Reset() {
@@ -1419,6 +1421,20 @@ func (x *ListPendingRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListPendingRequest) GetReveal() bool {
+	if x != nil {
+		return x.Reveal
+	}
+	return false
+}
+
+func (x *ListPendingRequest) GetMaxArgumentBytes() int32 {
+	if x != nil {
+		return x.MaxArgumentBytes
+	}
+	return 0
 }
 
 type ListPendingResponse struct {
@@ -1483,8 +1499,22 @@ type PendingAsk struct {
 	Message          string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	CreatedUnixNanos int64                  `protobuf:"varint,6,opt,name=created_unix_nanos,json=createdUnixNanos,proto3" json:"created_unix_nanos,omitempty"`
 	CallId           string                 `protobuf:"bytes,7,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"` // the agent's id for the call, when its Decide carried one
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The whole call, as a person must see it to answer. Every text field is
+	// shown, not interpreted: a character that would not show as itself
+	// (controls, ANSI escapes, bidirectional and zero-width characters, blanks
+	// other than a space) is written as a \uXXXX escape, and a backslash as \\.
+	Server             string            `protobuf:"bytes,8,opt,name=server,proto3" json:"server,omitempty"`
+	Reasons            []*Reason         `protobuf:"bytes,9,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	Arguments          string            `protobuf:"bytes,10,opt,name=arguments,proto3" json:"arguments,omitempty"`                                                               // the args as JSON, keys sorted; cut at the bound when arguments_truncated
+	ArgumentsBytes     int64             `protobuf:"varint,11,opt,name=arguments_bytes,json=argumentsBytes,proto3" json:"arguments_bytes,omitempty"`                              // the size of the whole rendering of the args
+	ArgumentsTruncated bool              `protobuf:"varint,12,opt,name=arguments_truncated,json=argumentsTruncated,proto3" json:"arguments_truncated,omitempty"`                  // arguments stops at the request's bound: the person has not seen it all
+	Env                map[string]string `protobuf:"bytes,13,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the environment the tool would get
+	ExecutionPolicy    string            `protobuf:"bytes,14,opt,name=execution_policy,json=executionPolicy,proto3" json:"execution_policy,omitempty"`                            // the call-site execution policy as JSON; "" when the call gave none
+	Secrets            []string          `protobuf:"bytes,15,rep,name=secrets,proto3" json:"secrets,omitempty"`                                                                   // where values the decision log masks are ("args.token", "env.GITHUB_TOKEN")
+	Revealed           bool              `protobuf:"varint,16,opt,name=revealed,proto3" json:"revealed,omitempty"`                                                                // secrets are shown (ListPendingRequest.reveal); else each reads [REDACTED]
+	AgeMillis          int64             `protobuf:"varint,17,opt,name=age_millis,json=ageMillis,proto3" json:"age_millis,omitempty"`                                             // how long the ask has waited, by the server's clock
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PendingAsk) Reset() {
@@ -1564,6 +1594,76 @@ func (x *PendingAsk) GetCallId() string {
 		return x.CallId
 	}
 	return ""
+}
+
+func (x *PendingAsk) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *PendingAsk) GetReasons() []*Reason {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+func (x *PendingAsk) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+func (x *PendingAsk) GetArgumentsBytes() int64 {
+	if x != nil {
+		return x.ArgumentsBytes
+	}
+	return 0
+}
+
+func (x *PendingAsk) GetArgumentsTruncated() bool {
+	if x != nil {
+		return x.ArgumentsTruncated
+	}
+	return false
+}
+
+func (x *PendingAsk) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *PendingAsk) GetExecutionPolicy() string {
+	if x != nil {
+		return x.ExecutionPolicy
+	}
+	return ""
+}
+
+func (x *PendingAsk) GetSecrets() []string {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
+}
+
+func (x *PendingAsk) GetRevealed() bool {
+	if x != nil {
+		return x.Revealed
+	}
+	return false
+}
+
+func (x *PendingAsk) GetAgeMillis() int64 {
+	if x != nil {
+		return x.AgeMillis
+	}
+	return 0
 }
 
 // AwaitDecisionRequest names the ask by decision_id, or by the call_id its
@@ -2073,15 +2173,17 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x05stale\x18\x05 \x01(\bR\x05stale\">\n" +
 	"\fBundleStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\tR\brevision\"k\n" +
+	"\brevision\x18\x02 \x01(\tR\brevision\"\xb1\x01\n" +
 	"\x12ListPendingRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"i\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x16\n" +
+	"\x06reveal\x18\x04 \x01(\bR\x06reveal\x12,\n" +
+	"\x12max_argument_bytes\x18\x05 \x01(\x05R\x10maxArgumentBytes\"i\n" +
 	"\x13ListPendingResponse\x12*\n" +
 	"\x04asks\x18\x01 \x03(\v2\x16.toolpdp.v1.PendingAskR\x04asks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xe5\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8e\x05\n" +
 	"\n" +
 	"PendingAsk\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
@@ -2092,7 +2194,22 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\ttool_name\x18\x04 \x01(\tR\btoolName\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12,\n" +
 	"\x12created_unix_nanos\x18\x06 \x01(\x03R\x10createdUnixNanos\x12\x17\n" +
-	"\acall_id\x18\a \x01(\tR\x06callId\"\xad\x01\n" +
+	"\acall_id\x18\a \x01(\tR\x06callId\x12\x16\n" +
+	"\x06server\x18\b \x01(\tR\x06server\x12,\n" +
+	"\areasons\x18\t \x03(\v2\x12.toolpdp.v1.ReasonR\areasons\x12\x1c\n" +
+	"\targuments\x18\n" +
+	" \x01(\tR\targuments\x12'\n" +
+	"\x0farguments_bytes\x18\v \x01(\x03R\x0eargumentsBytes\x12/\n" +
+	"\x13arguments_truncated\x18\f \x01(\bR\x12argumentsTruncated\x121\n" +
+	"\x03env\x18\r \x03(\v2\x1f.toolpdp.v1.PendingAsk.EnvEntryR\x03env\x12)\n" +
+	"\x10execution_policy\x18\x0e \x01(\tR\x0fexecutionPolicy\x12\x18\n" +
+	"\asecrets\x18\x0f \x03(\tR\asecrets\x12\x1a\n" +
+	"\brevealed\x18\x10 \x01(\bR\brevealed\x12\x1d\n" +
+	"\n" +
+	"age_millis\x18\x11 \x01(\x03R\tageMillis\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x01\n" +
 	"\x14AwaitDecisionRequest\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12\x17\n" +
@@ -2164,7 +2281,7 @@ func file_toolpdp_v1_toolpdp_proto_rawDescGZIP() []byte {
 }
 
 var file_toolpdp_v1_toolpdp_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
 	(Category)(0),                 // 0: toolpdp.v1.Category
 	(Decision)(0),                 // 1: toolpdp.v1.Decision
@@ -2197,11 +2314,12 @@ var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
 	(*HiddenTool)(nil),            // 28: toolpdp.v1.HiddenTool
 	nil,                           // 29: toolpdp.v1.DecideRequest.EnvEntry
 	nil,                           // 30: toolpdp.v1.Execution.EnvEntry
-	(*structpb.Struct)(nil),       // 31: google.protobuf.Struct
+	nil,                           // 31: toolpdp.v1.PendingAsk.EnvEntry
+	(*structpb.Struct)(nil),       // 32: google.protobuf.Struct
 }
 var file_toolpdp_v1_toolpdp_proto_depIdxs = []int32{
 	0,  // 0: toolpdp.v1.DecideRequest.category:type_name -> toolpdp.v1.Category
-	31, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
+	32, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
 	29, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
 	7,  // 3: toolpdp.v1.DecideRequest.execution_policy:type_name -> toolpdp.v1.ExecutionPolicy
 	1,  // 4: toolpdp.v1.DecideResponse.decision:type_name -> toolpdp.v1.Decision
@@ -2218,34 +2336,36 @@ var file_toolpdp_v1_toolpdp_proto_depIdxs = []int32{
 	19, // 15: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
 	18, // 16: toolpdp.v1.StatusResponse.sources:type_name -> toolpdp.v1.SourceStatus
 	22, // 17: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
-	2,  // 18: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
-	1,  // 19: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
-	6,  // 20: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
-	25, // 21: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
-	25, // 22: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
-	28, // 23: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
-	25, // 24: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
-	3,  // 25: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
-	10, // 26: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
-	12, // 27: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
-	14, // 28: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
-	16, // 29: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
-	20, // 30: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
-	23, // 31: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
-	26, // 32: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
-	4,  // 33: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
-	11, // 34: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
-	13, // 35: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
-	15, // 36: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
-	17, // 37: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
-	21, // 38: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
-	24, // 39: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
-	27, // 40: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
-	33, // [33:41] is the sub-list for method output_type
-	25, // [25:33] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	5,  // 18: toolpdp.v1.PendingAsk.reasons:type_name -> toolpdp.v1.Reason
+	31, // 19: toolpdp.v1.PendingAsk.env:type_name -> toolpdp.v1.PendingAsk.EnvEntry
+	2,  // 20: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
+	1,  // 21: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
+	6,  // 22: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
+	25, // 23: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
+	25, // 24: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
+	28, // 25: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
+	25, // 26: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
+	3,  // 27: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
+	10, // 28: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
+	12, // 29: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
+	14, // 30: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
+	16, // 31: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
+	20, // 32: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
+	23, // 33: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
+	26, // 34: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
+	4,  // 35: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
+	11, // 36: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
+	13, // 37: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
+	15, // 38: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
+	17, // 39: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
+	21, // 40: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
+	24, // 41: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
+	27, // 42: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_toolpdp_v1_toolpdp_proto_init() }
@@ -2259,7 +2379,7 @@ func file_toolpdp_v1_toolpdp_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolpdp_v1_toolpdp_proto_rawDesc), len(file_toolpdp_v1_toolpdp_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
