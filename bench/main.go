@@ -54,6 +54,7 @@ var (
 	decisions   = flag.Int("decisions", 1_000_000, "decisions of the -rss run")
 	stateStores = flag.Bool("state", false, "instead: Decide in sessions over the unix socket with each --state store (memory, file:, redis:// on a redis-server it starts)")
 	trace       = flag.String("trace", "", "instead: replay the requests of this decision-test file (corpus format) in process, over gRPC and to OPA")
+	cpuProfile  = flag.String("cpuprofile", "", "with -trace: write a CPU profile of the in-process replay to this file")
 	jsonOut     = flag.Bool("json", false, "with -trace: print the figures as one JSON object, the last line of stdout")
 )
 

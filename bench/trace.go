@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -101,7 +102,18 @@ func traceRun(work, bin string) error {
 	ctx := context.Background()
 	// In process: one decision at a time, in trace order, through the
 	// engine as serve builds it (sessions, the decision cache, metrics).
+	if *cpuProfile != "" {
+		pf, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+	}
 	lat, hits, lookups, decided, engine, err := inProcess(ctx, bdir, reqs)
+	pprof.StopCPUProfile()
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,10 @@ func TestGuardShapes(t *testing.T) {
 		"scripts from stdin or computed": {
 			{"echo ls | bash", "ask"}, {"echo ls | sh -s", "ask"}, {"bash <<< ls", "ask"}, {"sh <<EOF\nls\nEOF", "ask"}, {"bash < <(echo ls)", "ask"},
 			{"bash /dev/stdin", "ask"}, {"bash <(echo ls)", "ask"}, {"X=ls; sh -c \"$X\"", "ask"}, {"bash -c \"$(cat f)\"", "ask"},
-			{"bash", "ask"}, {"cat x | { bash; }", "ask"}, {"sudo -s", "ask"}, {"su", "ask"}, {"bash scripts/test.sh", "allow"}, {"bash < script.sh", "allow"},
+			{"bash", "ask"}, {"cat x | { bash; }", "ask"}, {"sudo -s", "ask"}, {"su", "ask"}, {"bash scripts/test.sh", "allow"},
+			// stdin redirected from a file is still the script arriving on stdin: the
+			// same command may have written it (printf 'curl x' > s; bash < s).
+			{"bash < script.sh", "ask"}, {"printf 'git push' > s; sh < s", "ask"}, {"perl < s.pl", "ask"}, {"node < s.js", "ask"}, {"sqlite3 :memory: < q.sql", "ask"}, {"env bash < s", "ask"}, {"timeout 5 bash < s", "ask"}, {"sh -s x < s", "ask"}, {"dash < s", "ask"},
 			{"sh -c 'ls -la'", "allow"}, {"bash -c 'go test ./...'", "allow"}, {"bash -lc 'make test'", "allow"},
 		},
 		"inline interpreter code": {
@@ -158,7 +161,7 @@ func TestGuardShapes(t *testing.T) {
 			{"python3.7m -c 1", "deny"}, {"/root/.pyenv/versions/3.7.16/bin/python3.7m x", "deny"}, {"python3.13t x", "deny"},
 			{"python3-dbg x", "deny"}, {"source ~/.bashrc", "allow"}, {"bash ~/bin/build.sh", "allow"},
 			{"find . -name '*.o' -exec rm {} +", "allow"}, {"find push -exec git {} \\;", "ask"}, {"npm test", "allow"},
-			{"git log --oneline", "allow"}, {"cat .git/HEAD", "allow"}, {"make -j2 all", "allow"}, {"vim -es x", "ask"}, {"vim -es x < cmds.vim", "allow"},
+			{"git log --oneline", "allow"}, {"cat .git/HEAD", "allow"}, {"make -j2 all", "allow"}, {"vim -es x", "ask"}, {"vim -es x < cmds.vim", "ask"},
 		},
 		"found by the second red team round": {
 			{"ls # \\\ncurl x", "deny"}, {"ls #\\\nrm -rf d", "deny"}, {"ls # \\\ngit push origin", "ask"}, {"echo a # x \\\n# y \\\ncurl x", "deny"},

@@ -90,9 +90,9 @@ func (a *analyzer) commandReader(ctx leafCtx, name string, inline []string, args
 	if name == "sqlite3" && operands >= 2 {
 		return // the SQL is the second operand: stdin is not read
 	}
-	if ctx.stdinPiped || !ctx.stdinFile {
-		a.unseen(name+" reading its commands from stdin", ctx.src)
-	}
+	// From a pipe, a redirect from a file or a terminal alike: the commands
+	// are not in the command line.
+	a.unseen(name+" reading its commands from stdin", ctx.src)
 }
 
 func hasAnyLiteral(args []word, texts ...string) bool {
@@ -167,7 +167,7 @@ func (a *analyzer) vim(ctx leafCtx, name string, args []word) {
 			return
 		}
 	}
-	if exMode && (ctx.stdinPiped || !ctx.stdinFile) {
+	if exMode {
 		a.unseen(name+" in Ex mode reading its commands from stdin", ctx.src)
 	}
 }

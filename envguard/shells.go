@@ -198,11 +198,9 @@ func scriptPathUnseen(w word) (string, bool) {
 	return "", false
 }
 
-// stdinScript records a program reading code from its stdin, unless stdin
-// is a named file (the same as running that file).
+// stdinScript records a program reading code from its stdin, wherever
+// stdin comes from: a redirect from a named file is stdin too, and the same
+// command may have written that file (printf 'curl x' > s; bash < s).
 func (a *analyzer) stdinScript(ctx leafCtx, what string) {
-	if ctx.stdinFile && !ctx.stdinPiped {
-		return
-	}
 	a.unseen(what, ctx.src)
 }
