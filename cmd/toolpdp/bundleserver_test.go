@@ -246,7 +246,7 @@ func TestBundleServerManySmallFilesStayInsideTheMemoryLimit(t *testing.T) {
 		t.Errorf("rejected counter %v", n)
 	}
 	srv.set(serveBytes(revisionTarball(t, "after-the-bomb"), ""))
-	until(t, 10*time.Second, "the next revision", func() bool { return strings.Contains(s.status(t).PolicyRevision, "after-the-bomb") })
+	until(t, 30*time.Second, "the next revision", func() bool { return strings.Contains(s.status(t).PolicyRevision, "after-the-bomb") })
 }
 
 // Each kind of failure shows in Status (named by its source, without the
@@ -336,7 +336,7 @@ func TestBundleServerFailuresAreSurfaced(t *testing.T) {
 		w.Header().Set("ETag", fmt.Sprintf(`"%d"`, time.Now().UnixNano()))
 		w.Write(r2)
 	})
-	until(t, 10*time.Second, "r2 serving", func() bool { return s.status(t).PolicyRevision == "library-0.1.0,r2" })
+	until(t, 30*time.Second, "r2 serving", func() bool { return s.status(t).PolicyRevision == "library-0.1.0,r2" })
 	ok := s.metric(t, `toolpdp_bundle_reloads_total{result="ok"}`)
 	start := polls.Load()
 	until(t, 10*time.Second, "five more polls", func() bool { return polls.Load() >= start+5 })
@@ -363,7 +363,7 @@ func TestBundleServerFailuresAreSurfaced(t *testing.T) {
 	srv.set(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, other.URL+"/b.tar.gz", http.StatusFound)
 	})
-	until(t, 10*time.Second, "the redirected bundle", func() bool { return strings.Contains(s.status(t).PolicyRevision, "elsewhere") })
+	until(t, 30*time.Second, "the redirected bundle", func() bool { return strings.Contains(s.status(t).PolicyRevision, "elsewhere") })
 	if a, _ := leaked.Load().(string); a != "" {
 		t.Errorf("the other origin received Authorization %q", a)
 	}
@@ -509,7 +509,7 @@ func TestTokenRotationAndSIGHUP(t *testing.T) {
 	if err := s.p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	until(t, 10*time.Second, "h2 after SIGHUP", func() bool {
+	until(t, 30*time.Second, "h2 after SIGHUP", func() bool {
 		return s.status(t, "authorization", "Bearer acme-token-0000000002").PolicyRevision == "library-0.1.0,h2"
 	})
 	select {

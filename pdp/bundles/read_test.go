@@ -178,3 +178,25 @@ func TestTarballMetadataIsBounded(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// No bytes a bundle server sends make the reader panic, hold more than the
+// bound, or return files over it.
+func FuzzReadTarball(f *testing.F) {
+	f.Add(testkit.Tarball(f, map[string]string{".manifest": `{"revision": "x"}`, "guardrails/x/x.rego": guard}))
+	f.Add(testkit.Tarball(f, map[string]string{"a/data.json": "{}", "notes.txt": "hello"}))
+	f.Add([]byte("not a tarball"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		lim := Limits{MaxBytes: 4096, MaxEntries: 16}
+		files, err := readTarball(bytes.NewReader(body), "", lim, false)
+		if err != nil {
+			return
+		}
+		var total int
+		for _, f := range files {
+			total += len(f.data)
+		}
+		if total > 4096 || len(files) > 16 {
+			t.Fatalf("%d files, %d bytes past the bound", len(files), total)
+		}
+	})
+}
