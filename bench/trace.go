@@ -350,7 +350,7 @@ func replaySessions(c pb.DecisionServiceClient, reqs []*pb.DecideRequest) (int, 
 				mu.Lock()
 				busy[s] = false
 				if err != nil && firstErr == nil {
-					firstErr = fmt.Errorf("Decide of request %d: %w", i, err)
+					firstErr = fmt.Errorf("request %d: Decide: %w", i, err)
 				}
 				cond.Broadcast()
 				mu.Unlock()

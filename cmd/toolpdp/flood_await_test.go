@@ -61,7 +61,7 @@ func TestFloodOfWaiters(t *testing.T) {
 		}()
 	}
 	time.Sleep(2 * time.Second) // the waiters are waiting
-	f.conn = dialUnix(t, sock) // another agent's
+	f.conn = dialUnix(t, sock)  // another agent's
 	f.plainDecideIsQuick(t)
 	peak := f.sample()
 	wg.Wait()
