@@ -104,7 +104,7 @@ func startMCPSidecar(t *testing.T) *mcpFixture {
 func (f *mcpFixture) connect(t *testing.T, ctx context.Context, opts *mcp.ClientOptions) (*mcp.ClientSession, *syncBuf) {
 	t.Helper()
 	cmd := exec.Command(binary(t), "mcp-proxy", "--addr", "unix://"+f.agentSock, "--agent-id", "mcp", "--server-name", "everything",
-		"--timeout", "2s", "--", "node", everything(t), "stdio")
+		"--timeout", "15s", "--", "node", everything(t), "stdio")
 	stderr := &syncBuf{}
 	cmd.Stderr = stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolpdp-test-agent", Version: "1"}, opts)
