@@ -105,7 +105,7 @@ func Check(ctx context.Context, c Config, req Request) error {
 	// A first bound, set before the child is handed anything to load
 	// (until it reads its request, it has only started); the child then
 	// tightens it to exactly MemoryBytes more than it maps at start.
-	if err := limitMemory(cmd.Process.Pid, c.MemoryBytes+backstop); err != nil {
+	if err := limitChild(cmd.Process.Pid, c.MemoryBytes+backstop); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return fmt.Errorf("loadchild: bound the child's memory: %w", err)

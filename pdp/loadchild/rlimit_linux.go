@@ -18,6 +18,22 @@ func limitMemory(pid int, bytes int64) error {
 	return unix.Prlimit(pid, unix.RLIMIT_DATA, lim, nil)
 }
 
+// limitChild is limitMemory for the parent's first bound on its child.
+// The child may have tightened its own bound already (it starts at once);
+// lowering it again is then a raise of its hard limit, which a process
+// without CAP_SYS_RESOURCE may not do — and need not: a child bound at
+// least as tight as the parent's is bound.
+func limitChild(pid int, bytes int64) error {
+	err := limitMemory(pid, bytes)
+	if err == unix.EPERM {
+		var cur unix.Rlimit
+		if unix.Prlimit(pid, unix.RLIMIT_DATA, nil, &cur) == nil && cur.Max <= uint64(bytes) {
+			return nil
+		}
+	}
+	return err
+}
+
 // limitSelf bounds this process's data to what it maps now plus bytes.
 func limitSelf(bytes int64) error {
 	now, err := vmData()
