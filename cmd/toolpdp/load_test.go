@@ -76,7 +76,7 @@ func TestHostileLoadsAreBounded(t *testing.T) {
 			}
 			stop()
 			slowest.stop()
-			t.Logf("rejected after %v; slowest Status %v; peak total RSS %.1f MiB (limit %.0f MiB); %s",
+			t.Logf("rejected after %v; slowest Status %v; peak total PSS %.1f MiB (limit %.0f MiB); %s",
 				took.Round(time.Millisecond), slowest.max(), float64(tree.peak.Load())/(1<<20), float64(limit)/(1<<20), lastErr)
 			if slowest.max() > 3*time.Second || slowest.failed.Load() > 0 {
 				t.Errorf("Status took up to %v (%d failed) during the load", slowest.max(), slowest.failed.Load())
@@ -150,8 +150,10 @@ func watchStatus(t *testing.T, conn *grpc.ClientConn) *statusWatch {
 func (w *statusWatch) stop()              { w.once.Do(func() { close(w.done) }); w.wg.Wait() }
 func (w *statusWatch) max() time.Duration { return time.Duration(w.slowest.Load()) }
 
-// treeSampler samples the summed RSS of a process and its children every
-// 10 ms, keeping the peak.
+// treeSampler samples the memory of a process and its children every 10 ms,
+// keeping the peak: the sum of their proportional set sizes, which charges
+// each page they share (the one binary's text) once, as the container's
+// memory cgroup does; summed RSS would count it once per process.
 type treeSampler struct {
 	root int
 	peak atomic.Int64
@@ -172,7 +174,7 @@ func (s *treeSampler) run() (stop func()) {
 			}
 			var total int64
 			for _, pid := range append([]int{s.root}, childrenOf(s.root)...) {
-				total += rssOf(pid)
+				total += pssOf(pid)
 			}
 			if total > s.peak.Load() {
 				s.peak.Store(total)
@@ -195,6 +197,23 @@ func childrenOf(pid int) []int {
 		}
 	}
 	return out
+}
+
+// pssOf is a process's proportional set size in bytes (its resident pages,
+// each shared one divided among the processes sharing it), or its RSS where
+// the kernel has no smaps_rollup; 0 once it is gone.
+func pssOf(pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return rssOf(pid)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return rssOf(pid)
 }
 
 // rssOf is a process's resident set in bytes (0 once it is gone).
