@@ -22,6 +22,18 @@ type word struct {
 	// expands to, when the script assigns those variables only literal
 	// values (f=.env; cat $f); nil when it is not known.
 	values []string
+	// globValues: some of values are globs (a for loop's variable over
+	// src/*), each standing for every name it matches.
+	globValues bool
+	// found are the starting points of a find whose names this word is
+	// at run time ({} of -exec, or xargs reading find's output): any
+	// name in the trees under them.
+	found []word
+	// names is the glob every name a find prints matches, for {} and
+	// xargs' input (find . -name '*.go' -exec … {} +).
+	names string
+	// procSubst: the word is <(…), a file a command's output fills.
+	procSubst bool
 }
 
 type wordKind uint8
@@ -69,8 +81,23 @@ func wordOf(src string, w *syntax.Word) word {
 // variables are known.
 func (a *analyzer) word(src string, w *syntax.Word) word {
 	out := a.wordOf(src, w)
+	if out.kind == opaque && w != nil && len(w.Parts) == 1 {
+		if p, ok := w.Parts[0].(*syntax.ProcSubst); ok {
+			out.values = []string{"/dev/fd/63"} // a pipe, named by its descriptor
+			out.procSubst = p.Op == syntax.CmdIn
+			return out
+		}
+	}
 	if out.kind == opaque && !out.home && w != nil && a.sc != nil {
 		out.values = a.sc.expand(w.Parts, 16)
+		if out.values != nil {
+			syntax.Walk(w, func(n syntax.Node) bool {
+				if p, ok := n.(*syntax.ParamExp); ok && p.Param != nil && a.sc.globs[p.Param.Value] {
+					out.globValues = true
+				}
+				return true
+			})
+		}
 	}
 	return out
 }
@@ -120,13 +147,27 @@ func (sc *scope) expand(parts []syntax.WordPart, max int) []string {
 				return nil
 			}
 			alts = []string{p.Value}
+		case *syntax.ArithmExp:
+			alts = []string{"0"} // digits, whatever the arithmetic (its own words are judged as such)
 		case *syntax.DblQuoted:
 			inner := sc.expand(p.Parts, max)
 			if inner == nil {
 				return nil
 			}
 			alts = inner
+		case *syntax.CmdSubst:
+			if sc.movesDir || sc.names["pwd"] || !pwdCommand(p) {
+				return nil
+			}
+			alts = []string{"."} // the cwd, which the call's paths are resolved against
 		case *syntax.ParamExp:
+			if p.Param != nil && p.Param.Value == "PWD" && !sc.movesDir && p.Exp == nil && p.Index == nil && p.Slice == nil && p.Repl == nil &&
+				!p.Excl && !p.Length && p.Names == 0 {
+				if _, assigned := sc.vars["PWD"]; !assigned {
+					alts = []string{"."}
+					break
+				}
+			}
 			if p.Param == nil || p.Excl || p.Length || p.Index != nil || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Names != 0 {
 				return nil
 			}
@@ -137,7 +178,7 @@ func (sc *scope) expand(parts []syntax.WordPart, max int) []string {
 					break
 				}
 			}
-			if d, ok := sc.vars[name]; !ok || d || len(sc.values[name]) == 0 {
+			if _, ok := sc.vars[name]; !ok || len(sc.values[name]) == 0 || sc.opaqueValues[name] {
 				return nil
 			}
 			alts = sc.values[name]
@@ -149,6 +190,25 @@ func (sc *scope) expand(parts []syntax.WordPart, max int) []string {
 		}
 	}
 	return out
+}
+
+// pwdCommand reports $(pwd), $(pwd -P) and $(pwd -L): the working
+// directory.
+func pwdCommand(cs *syntax.CmdSubst) bool {
+	if len(cs.Stmts) != 1 || len(cs.Stmts[0].Redirs) > 0 || cs.Stmts[0].Negated || cs.Stmts[0].Background {
+		return false
+	}
+	call, ok := cs.Stmts[0].Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Assigns) > 0 || len(call.Args) == 0 || len(call.Args) > 2 {
+		return false
+	}
+	for i, w := range call.Args {
+		lit := w.Lit()
+		if i == 0 && lit != "pwd" || i == 1 && lit != "-P" && lit != "-L" {
+			return false
+		}
+	}
+	return true
 }
 
 // tilde reports a word starting with an unquoted ~ (a home directory).

@@ -249,7 +249,7 @@ func globTerms(ctx context.Context, arg, access, raw, base, cwd string, walk boo
 	seen := make(map[string]bool, len(alts))
 	for _, alt := range alts {
 		if could == "" {
-			could, _ = protected.GlobCouldMatch(alt)
+			could, _ = protected.GlobCouldMatch(alt, false)
 		}
 		dir, wild, err := envguard.GlobDir(alt)
 		if err != nil {
