@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // Bounds on reading an archive's member names at decision time: past
@@ -139,7 +141,7 @@ func archiveNames(ctx context.Context, p string) ([]string, error) {
 // name: one of them names it, or the archive cannot be read. With no
 // directory to resolve a relative archive in, it is judged by its name
 // alone.
-func archiveReaches(ctx context.Context, match func(string) (string, bool), w word, cwd string) (string, bool) {
+func archiveReaches(ctx context.Context, match func(string) (string, bool), w word, cwd string, list func(context.Context, string) ([]string, error)) (string, bool) {
 	if w.kind != literal {
 		return "", true
 	}
@@ -150,7 +152,7 @@ func archiveReaches(ctx context.Context, match func(string) (string, bool), w wo
 		}
 		p = filepath.Join(cwd, p)
 	}
-	names, err := archiveNames(ctx, p)
+	names, err := list(ctx, p)
 	if err != nil {
 		return "", true
 	}
@@ -160,4 +162,95 @@ func archiveReaches(ctx context.Context, match func(string) (string, bool), w wo
 		}
 	}
 	return "", false
+}
+
+// patchInput is the patch a program applies: patch's -i value, its second
+// operand, or its stdin redirected from a named file; git apply's and git
+// am's first operand or stdin. Anything else is known only at run time.
+func (a *analyzer) patchInput(ctx leafCtx, canon string, args []word) word {
+	unknown := word{text: "<patch>", kind: opaque}
+	var operands []word
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if w.kind != literal {
+			return unknown
+		}
+		switch {
+		case canon == "patch" && (w.text == "-i" || w.text == "--input") && i+1 < len(args):
+			return archiveOperandWord(args[i+1])
+		case canon == "patch" && strings.HasPrefix(w.text, "--input="):
+			return archiveOperand(strings.TrimPrefix(w.text, "--input="))
+		case canon == "patch" && strings.HasPrefix(w.text, "-i") && len(w.text) > 2:
+			return archiveOperand(w.text[2:])
+		case canon == "patch" && len(w.text) == 2 && strings.ContainsRune("BDFgoprVxYz", rune(w.text[1])) && strings.HasPrefix(w.text, "-"):
+			i++ // an option with a value
+		case strings.HasPrefix(w.text, "-"):
+		default:
+			operands = append(operands, w)
+		}
+	}
+	if canon != "patch" && len(operands) > 0 {
+		if len(operands) > 1 {
+			return unknown
+		}
+		return archiveOperandWord(operands[0])
+	}
+	if canon == "patch" && len(operands) > 1 {
+		return archiveOperandWord(operands[1])
+	}
+	if ctx.stmt != nil && !ctx.stdinPiped {
+		for _, r := range ctx.stmt.Redirs {
+			if r.Op == syntax.RdrIn && (r.N == nil || r.N.Value == "0") {
+				return archiveOperandWord(wordOf(ctx.src, r.Word))
+			}
+		}
+	}
+	return unknown
+}
+
+// patchOriginal is patch's first operand: the file it patches.
+func patchOriginal(args []word) (word, bool) {
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if w.kind == literal && len(w.text) == 2 && strings.HasPrefix(w.text, "-") && strings.ContainsRune("BDFgiopVxYz", rune(w.text[1])) {
+			i++
+			continue
+		}
+		if w.kind != literal || !strings.HasPrefix(w.text, "-") {
+			return w, true
+		}
+	}
+	return word{}, false
+}
+
+// patchNames lists the file names a unified, context or git patch names
+// (---, +++, ***, diff --git, rename to, copy to), bounded.
+func patchNames(ctx context.Context, p string) ([]string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var names []string
+	sc := bufio.NewScanner(io.LimitReader(f, maxArchiveBytes))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, prefix := range []string{"--- ", "+++ ", "*** ", "rename to ", "copy to ", "rename from ", "copy from "} {
+			if rest, ok := strings.CutPrefix(line, prefix); ok {
+				name, _, _ := strings.Cut(rest, "\t")
+				names = append(names, strings.TrimSpace(name))
+			}
+		}
+		if rest, ok := strings.CutPrefix(line, "diff --git "); ok {
+			names = append(names, strings.Fields(rest)...)
+		}
+		if len(names) > maxArchiveEntries || ctx.Err() != nil {
+			return nil, errArchiveUnread
+		}
+	}
+	if sc.Err() != nil {
+		return nil, errArchiveUnread
+	}
+	return names, nil
 }

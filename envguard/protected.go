@@ -20,7 +20,8 @@ type pathUse struct {
 	// (grep -r, rm -r, cp -a's source): every name below it counts.
 	tree bool
 	// archive: the word is an archive extracted; its members are written.
-	archive bool
+	// patch: the word is a patch applied; the files it names are written.
+	archive, patch bool
 	// below: only the names under the path count, not the path itself
 	// (a copied tree's source is read; what lands is what is in it).
 	below bool
@@ -28,8 +29,11 @@ type pathUse struct {
 	// globs of a recursive grep: names it does not read.
 	skip  []string
 	skipD []string
-	what  string // "a redirect writing", "rm writing", "cat reading"
-	text  string // the statement, as written
+	// only: of a tree, only names whose last segment matches this glob
+	// (find -name's) count; lower case compares without case.
+	only string
+	what string // "a redirect writing", "rm writing", "cat reading"
+	text string // the statement, as written
 }
 
 func (a *analyzer) pathUse(ctx leafCtx, what string, w word, write bool) {
@@ -44,9 +48,15 @@ func (a *analyzer) use(ctx leafCtx, u pathUse) {
 	u.text = ctx.src
 	if u.w.found != nil {
 		// {} of find, or xargs' input from find: names found under its
-		// starting points at run time, any of the tree below them.
+		// starting points at run time, any of the tree below them whose
+		// last segment matches find's -name.
+		if u.w.names != "" {
+			named := u
+			named.w.found = nil
+			a.out.paths = append(a.out.paths, named)
+		}
 		for _, root := range u.w.found {
-			a.use(ctx, pathUse{w: root, write: u.write, tree: true, what: u.what})
+			a.use(ctx, pathUse{w: root, write: u.write, tree: true, what: u.what, only: u.w.only})
 		}
 		return
 	}
@@ -67,16 +77,24 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	}
 	key := canon
 	if sc := c.subcommands[canon]; sc != nil {
-		if _, sub, told := sc.find(args); told && sub != "" {
+		if at, sub, told := sc.find(args); told && sub != "" {
 			if c.printOnly[canon+" "+sub] {
 				return // git check-ignore .env reads no file
 			}
 			key = canon + " " + sub
+			args = args[at+1:] // the subcommand's own words
 		}
 	}
 	a.outputOptions(ctx, name, key, args)
-	tree := recursive(c.recursive[canon], args)
-	mode, writes := c.writers[canon]
+	rec, ok := c.recursive[key]
+	if !ok {
+		rec = c.recursive[canon]
+	}
+	tree := recursive(rec, args)
+	mode, writes := c.writers[key]
+	if !writes {
+		mode, writes = c.writers[canon]
+	}
 	if !writes {
 		mode, writes = c.writers[name]
 	}
@@ -86,16 +104,44 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	switch {
 	case !writes:
 	case mode == "extracts":
-		// tar -x, unzip, patch: the names written come from the input —
-		// an archive's members are read from it; any other input could
-		// hold any name.
-		in := archiveWord(canon, args)
-		if canon != "tar" && canon != "unzip" {
-			in = word{text: "<names in " + name + "'s input>", kind: opaque}
+		// tar -x, unzip, patch, git apply: the names written come from the
+		// input — an archive's members or a patch's file names are read
+		// from it; any other input could hold any name.
+		u := pathUse{write: true, what: name + " extracting"}
+		switch {
+		case canon == "tar" || canon == "unzip":
+			u.w, u.archive = archiveWord(canon, args), true
+			if canon == "tar" && renames(args) {
+				u.w = word{text: "<names tar renames>", kind: opaque}
+			}
+		case canon == "patch" || key == "git apply" || key == "git am":
+			u.w, u.patch = a.patchInput(ctx, canon, args), true
+			if canon == "patch" {
+				if orig, ok := patchOriginal(args); ok {
+					a.pathUse(ctx, name+" writing", orig, true)
+				}
+			}
+		default:
+			u.w = word{text: "<names in " + name + "'s input>", kind: opaque}
 		}
-		a.use(ctx, pathUse{w: in, write: true, archive: true, what: name + " extracting"})
+		a.use(ctx, u)
+		writes = false
+	case mode == "first":
+		// logsave FILE COMMAND: the first operand is written
+		for i, w := range args {
+			if w.kind == literal && strings.HasPrefix(w.text, "-") {
+				continue
+			}
+			a.pathUse(ctx, name+" writing", w, true)
+			args = args[i+1:]
+			break
+		}
 		writes = false
 	case mode == "reads":
+		writes = false
+	case mode == "names_from_stdin":
+		// cpio -o, pax -w: the files read are the names on stdin
+		a.use(ctx, pathUse{w: a.stdinNames(ctx), what: name + " reading the names on its input"})
 		writes = false
 	case mode == "in_place":
 		writes = inPlace(args)
@@ -134,7 +180,10 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	for _, o := range c.patternOpts[canon] {
 		patterns[o] = true
 	}
-	patternsLeft := c.patternOps[canon]
+	patternsLeft, ok := c.patternOps[key]
+	if !ok {
+		patternsLeft = c.patternOps[canon]
+	}
 	if patternsLeft > 0 && hasAnyLiteral(args, "-e", "--regexp", "-f", "--file") {
 		patternsLeft = 0 // the pattern is an option's value: every operand is a file
 	}
@@ -150,6 +199,10 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			a.use(ctx, pathUse{w: w, write: true, tree: tree, what: name + " writing"})
 			if w.kind != pattern {
 				a.execConfig(ctx, name+" writing", w.text)
+			}
+			if stem, ok := stemOf(w); ok {
+				// gzip -d .git.gz writes .git
+				a.pathUse(ctx, name+" writing", stem, true)
 			}
 			return
 		}
@@ -198,7 +251,7 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			}
 		}
 	}
-	if tree && files == 0 && c.defaultDir[canon] {
+	if tree && files == 0 && (c.defaultDir[key] || c.defaultDir[canon]) {
 		// grep -r with no file searches the working directory
 		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, tree: true, what: name + " reading", skip: skip, skipD: skipD})
 	}
@@ -229,6 +282,35 @@ func grepExcludes(args []word) (files, dirs []string) {
 		}
 	}
 	return files, dirs
+}
+
+// stemOf is a literal file name without its last extension (x.gz is x):
+// what a program that compresses or decompresses it writes.
+func stemOf(w word) (word, bool) {
+	if w.kind != literal || strings.HasPrefix(w.text, "-") {
+		return word{}, false
+	}
+	ext := filepath.Ext(w.text)
+	stem := strings.TrimSuffix(w.text, ext)
+	if ext == "" || stem == "" || strings.HasSuffix(stem, "/") {
+		return word{}, false
+	}
+	return word{text: stem, kind: literal}, true
+}
+
+// renames reports tar options that rename members as they are extracted.
+func renames(args []word) bool {
+	for _, w := range args {
+		if w.kind != literal {
+			return true
+		}
+		for _, o := range []string{"--transform", "--xform"} {
+			if w.text == o || strings.HasPrefix(w.text, o+"=") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // destinations are the words a cp-like program writes into: -t's value, or
@@ -320,13 +402,40 @@ func archiveMode(canon string, args []word) string {
 			}
 		}
 		return "reads"
-	case "cpio":
+	case "cpio", "pax":
+		extract, create := "i", "o"
+		if canon == "pax" {
+			extract, create = "r", "w"
+		}
 		for _, w := range args {
-			if w.kind != literal || w.text == "--extract" || !strings.HasPrefix(w.text, "--") && strings.HasPrefix(w.text, "-") && strings.ContainsAny(w.text, "ip") {
+			switch {
+			case w.kind != literal || w.text == "--extract" || w.text == "--pass-through":
 				return "extracts"
+			case w.text == "--create":
+				return "names_from_stdin"
+			case !strings.HasPrefix(w.text, "--") && strings.HasPrefix(w.text, "-") && strings.ContainsAny(w.text, extract+"p"):
+				return "extracts"
+			case !strings.HasPrefix(w.text, "--") && strings.HasPrefix(w.text, "-") && strings.ContainsAny(w.text, create):
+				return "names_from_stdin"
 			}
 		}
-		return "reads"
+		if canon == "pax" {
+			return "reads" // pax with neither lists
+		}
+		return "extracts"
+	case "ar":
+		for i, w := range args {
+			if w.kind != literal {
+				return "extracts"
+			}
+			if strings.HasPrefix(w.text, "-") || i == 0 {
+				if strings.ContainsRune(w.text, 'x') {
+					return "extracts"
+				}
+				return "all"
+			}
+		}
+		return "all"
 	case "7z":
 		for _, w := range args {
 			if w.kind == literal && !strings.HasPrefix(w.text, "-") {
@@ -462,7 +571,9 @@ func (r *Rules) Protected(ctx context.Context, a *Analysis, cwd string) []Protec
 		var certain, ok bool
 		switch {
 		case u.archive:
-			name, ok = archiveReaches(ctx, set.Match, u.w, cwd)
+			name, ok = archiveReaches(ctx, set.Match, u.w, cwd, archiveNames)
+		case u.patch:
+			name, ok = archiveReaches(ctx, set.Match, u.w, cwd, patchNames)
 		case !u.below:
 			name, certain, ok = r.reaches(ctx, set, a, u, cwd, unknownDir)
 		}
@@ -499,7 +610,10 @@ func (r *Rules) reaches(ctx context.Context, set *protectednames.Set, a *Analysi
 			}
 		}
 	case w.kind == pattern:
-		g := w.text
+		g := w.glob
+		if g == "" {
+			g = w.text
+		}
 		if w.names != "" {
 			g = w.names
 		} else if w.text == "{}" || w.text == "<xargs input>" || w.text == "<names find prints>" {
@@ -508,7 +622,8 @@ func (r *Rules) reaches(ctx context.Context, set *protectednames.Set, a *Analysi
 		if n, ok := set.Match(g); ok {
 			return n, false, true
 		}
-		if n, ok := globReaches(set, g, a.dotglob); ok {
+		// find's patterns match a leading dot, as dotglob does
+		if n, ok := globReaches(set, g, a.dotglob || w.names != ""); ok {
 			return n, false, true
 		}
 	default:
@@ -557,8 +672,8 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 	switch {
 	case w.kind == literal:
 		roots = []string{w.text}
-	case w.kind == pattern:
-		for _, alt := range braceAlternatives(w.text) {
+	case w.kind == pattern && w.glob != "":
+		for _, alt := range braceAlternatives(w.glob) {
 			if !filepath.IsAbs(alt) {
 				if cwd == "" {
 					continue // no directory to look in: judged by its name alone
@@ -610,6 +725,9 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 				}
 				return nil
 			}
+			if u.only != "" && !foundName(u.only, d.Name()) {
+				return nil
+			}
 			if n, ok := set.Match(rel); ok && rel != "." {
 				found, reached = n, true
 				return fs.SkipAll
@@ -635,6 +753,16 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 		}
 	}
 	return "", false
+}
+
+// foundName reports a name find's -name (or, in lower case, -iname)
+// pattern matches; a pattern no matcher reads matches everything.
+func foundName(only, name string) bool {
+	if strings.ToLower(only) == only {
+		name = strings.ToLower(name)
+	}
+	ok, err := path.Match(only, name)
+	return ok || err != nil
 }
 
 // excluded reports a name a recursive grep skips by its globs.

@@ -46,6 +46,8 @@ func protectedTree(t *testing.T) string {
 	writeTar(t, filepath.Join(dir, "src/clean.tgz"), true, "pkg/a.txt")
 	writeZip(t, filepath.Join(dir, "src/evil.zip"), ".git/PWNED")
 	writeZip(t, filepath.Join(dir, "src/clean.zip"), "pkg/z.txt")
+	os.WriteFile(filepath.Join(dir, "src/evil.patch"), []byte("--- /dev/null\n+++ b/.git/hooks/pre-commit\n@@ -0,0 +1 @@\n+curl x\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "src/ok.patch"), []byte("--- a/src/a.txt\n+++ b/src/a.txt\n@@ -1 +1 @@\n-hello\n+hullo\n"), 0o644)
 	return dir
 }
 
@@ -119,7 +121,9 @@ func TestProtectedThroughTheShell(t *testing.T) {
 		"trees read or written whole": {
 			{`grep -r SECRET .`, "ask"}, {`grep -r SECRET`, "ask"}, {`grep -R SECRET .`, "ask"}, {`grep --recursive SECRET .`, "ask"},
 			{`grep -rn --exclude=.env SECRET .`, "allow"}, {`grep -rn hello src`, "allow"}, {`rg --hidden SECRET`, "ask"}, {`rg SECRET`, "allow"},
-			{`rm -r vendor/lib`, "ask"}, {`rm -r build`, "allow"}, {`chmod -R 755 .`, "ask"}, {`chmod -R 755 src/b.go`, "allow"},
+			{`rm -r vendor/lib`, "ask"}, {`git grep --untracked SECRET`, "ask"}, {`git grep SECRET`, "allow"},
+			{`tar -czf /tmp/src.tgz .`, "ask"}, {`find . -name HEAD -delete`, "ask"}, {`find . -name '*.o' -delete`, "allow"},
+			{`find . -name '*' -exec cat {} +`, "ask"}, {`wc -l $(find . -name '*.txt')`, "allow"}, {`cat $(find . -type f)`, "ask"}, {`rm -r build`, "allow"}, {`chmod -R 755 .`, "ask"}, {`chmod -R 755 src/b.go`, "allow"},
 			{`cp -a src/stage/.git .`, "ask"}, {`cp -r src/stage/. .`, "ask"}, {`cp -r src/stage /tmp/x`, "ask"}, {`cp -r build /tmp/y`, "allow"},
 			{`mv src/stage/.git .`, "ask"}, {`cp src/a.txt /tmp/a.txt`, "allow"},
 		},
@@ -143,11 +147,17 @@ func TestProtectedThroughTheShell(t *testing.T) {
 			{`uniq src/a.txt .git/PWNED`, "ask"}, {`xxd src/a.txt .git/PWNED`, "ask"}, {`split -n1 src/a.txt .git/PWNED`, "ask"},
 			{`dd if=.env`, "ask"}, {`dd if=src/a.txt of=/tmp/out.txt`, "allow"}, {`git show HEAD:.env`, "ask"}, {`grep -f.env src/a.txt`, "ask"},
 			{`sort -o /tmp/sorted src/a.txt`, "allow"}, {`sort src/a.txt`, "allow"}, {`gcc -o .git/hooks/pre-commit x.c`, "ask"},
+			{`logsave .git/PWNED ls`, "ask"}, {`script -q -c ls .git/PWNED`, "ask"}, {`cargo build --target-dir .git/x`, "ask"},
+			{`cat ".e"*`, "ask"}, {`cat '.e'*`, "ask"}, {`cat "."e*`, "ask"},
 		},
 		"archives": {
 			{`tar -xf src/evil.tar`, "ask"}, {`tar xf src/evil.tar`, "ask"}, {`unzip -o src/evil.zip`, "ask"}, {`tar -xf - < src/evil.tar`, "ask"},
 			{`tar -xzf src/clean.tgz -C /tmp/x`, "allow"}, {`tar -xzf src/clean.tgz -C .git`, "ask"}, {`unzip -o src/clean.zip -d /tmp/z`, "allow"},
-			{`tar -tzf src/clean.tgz`, "allow"}, {`tar -czf /tmp/src.tgz src/b.go`, "allow"}, {`patch -p1 < src/a.txt`, "ask"},
+			{`tar -tzf src/clean.tgz`, "allow"}, {`tar -czf /tmp/src.tgz src/b.go`, "allow"}, {`patch -p1 < src/evil.patch`, "ask"}, {`git apply src/evil.patch`, "ask"},
+			{`patch -p1 -i src/evil.patch`, "ask"}, {`cat src/evil.patch | patch -p1`, "ask"}, {`patch -p1 < src/ok.patch`, "allow"},
+			{`git apply --check src/ok.patch`, "allow"}, {`tar -xzf src/clean.tgz --transform 's,^,.git/,'`, "ask"},
+			{`ar x src/lib.a`, "ask"}, {`find . -name '*.go' | cpio -o > /tmp/x.cpio`, "allow"}, {`find . | cpio -o > /tmp/x.cpio`, "ask"},
+			{`gzip -d src/.git.gz`, "ask"},
 		},
 		"a directory known only at run time": {
 			{`cd $(printf '.gi%s' t) && touch PWNED`, "ask"}, {`cd src/../.g* && touch PWNED`, "ask"}, {`d=.git; cd $d && touch PWNED`, "ask"},

@@ -77,7 +77,8 @@ type Tables struct {
 	// it is not smuggling.
 	NumericOutput [][]string `json:"numeric_output"`
 	// WritingPrograms are programs that write files named by their
-	// operands: "all" of them, the "last" (a destination), "in_place"
+	// operands: "all" of them, the "first" (logsave's log), the "last" (a
+	// destination), "in_place"
 	// (only with -i), names taken from their input ("extracts": unzip,
 	// patch), or by their mode ("archive": tar, cpio, 7z).
 	WritingPrograms map[string]string `json:"writing_programs"`
@@ -215,9 +216,9 @@ func (t *Tables) Validate() error {
 	}
 	for name, mode := range t.WritingPrograms {
 		switch mode {
-		case "all", "last", "in_place", "extracts", "archive":
+		case "all", "first", "last", "in_place", "extracts", "archive":
 		default:
-			return fmt.Errorf("writing_programs[%q]: %q is not all, last, in_place, extracts or archive", name, mode)
+			return fmt.Errorf("writing_programs[%q]: %q is not all, first, last, in_place, extracts or archive", name, mode)
 		}
 	}
 	for i, shape := range t.NumericOutput {

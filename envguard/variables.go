@@ -289,9 +289,9 @@ func (sc *scope) iterated(a *analyzer, src string, n *syntax.WordIter) {
 		switch {
 		case w.kind == literal:
 			sc.assigned(name, dirty, &w.text)
-		case w.kind == pattern && !strings.ContainsAny(w.text, "\\\"'$`"):
+		case w.kind == pattern && w.glob != "":
 			sc.globs[name] = true
-			sc.assigned(name, dirty, &w.text)
+			sc.assigned(name, dirty, &w.glob)
 		default:
 			sc.assigned(name, dirty, nil)
 		}

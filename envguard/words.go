@@ -13,8 +13,10 @@ type word struct {
 	text string
 	kind wordKind
 	// pattern is, for a glob or brace word, a regular expression matching
-	// every string it could expand to (compiled when a rule needs it).
+	// every string it could expand to (compiled when a rule needs it);
+	// glob is the word as a glob, its quoted parts escaped.
 	pattern string
+	glob    string
 	// home: an opaque word only because it starts with ~ (a path under a
 	// home directory), not a substitution.
 	home bool
@@ -29,9 +31,12 @@ type word struct {
 	// at run time ({} of -exec, or xargs reading find's output): any
 	// name in the trees under them.
 	found []word
-	// names is the glob every name a find prints matches, for {} and
-	// xargs' input (find . -name '*.go' -exec … {} +).
+	// names is the glob the last segment of every name a find prints
+	// matches, for {} and xargs' input (find . -name '*.go' -exec … {} +).
 	names string
+	// only is the glob (lower case for -iname) every found name's last
+	// segment matches, when find's expression requires one.
+	only string
 	// procSubst: the word is <(…), a file a command's output fills.
 	procSubst bool
 }
@@ -62,7 +67,7 @@ func wordOf(src string, w *syntax.Word) word {
 		return out
 	}
 	if re, ok := globPattern(w); ok {
-		out.kind, out.pattern = pattern, re
+		out.kind, out.pattern, out.glob = pattern, re, globText(w)
 		return out
 	}
 	// Fields does bash's quote and backslash removal (c\url is curl).
@@ -86,6 +91,15 @@ func (a *analyzer) word(src string, w *syntax.Word) word {
 			out.values = []string{"/dev/fd/63"} // a pipe, named by its descriptor
 			out.procSubst = p.Op == syntax.CmdIn
 			return out
+		}
+	}
+	if out.kind == opaque && w != nil && len(w.Parts) == 1 {
+		// $(find … -name '*.go'): the names find prints
+		if cs, ok := w.Parts[0].(*syntax.CmdSubst); ok && len(cs.Stmts) == 1 {
+			if f, ok := a.findOutput(src, cs.Stmts[0]); ok {
+				f.text = out.text
+				return f
+			}
 		}
 	}
 	if out.kind == opaque && !out.home && w != nil && a.sc != nil {

@@ -470,42 +470,60 @@ func xargsCommand(opts []opt, inner []word, stdin word) []word {
 	return out
 }
 
-// xargsInput is the word xargs' input stands for: names find prints when
-// find's output is piped to it (and xargs reads no file of its own), else
-// anything.
+// xargsInput is the word xargs' input stands for (stdinNames), or anything
+// when it reads a file of its own.
 func (a *analyzer) xargsInput(ctx leafCtx, opts []opt) word {
-	anything := word{text: "<xargs input>", kind: opaque}
+	if has(opts, "-a", "--arg-file") {
+		return word{text: "<xargs input>", kind: opaque}
+	}
+	return a.stdinNames(ctx)
+}
+
+// stdinNames is the word for names a program reads from its stdin: the
+// names find prints when find's output is piped to it; nothing when stdin
+// is the tool's own; else anything.
+func (a *analyzer) stdinNames(ctx leafCtx) word {
 	if !ctx.stdinPiped && !ctx.stdinFile {
 		// the tool's own stdin, which holds no file names the command made
 		return word{text: "<xargs input>", kind: pattern, pattern: "^.*$"}
 	}
-	p := ctx.producer
-	if p == nil || has(opts, "-a", "--arg-file") || len(p.Redirs) > 0 {
-		return anything
+	if ctx.producer != nil {
+		if w, ok := a.findOutput(ctx.producerSrc, ctx.producer); ok {
+			return w
+		}
 	}
-	call, ok := p.Cmd.(*syntax.CallExpr)
-	if !ok || len(call.Args) == 0 {
-		return anything
+	return word{text: "<xargs input>", kind: opaque}
+}
+
+// findOutput is the word for what a find statement prints: its names
+// (findFound), when it prints nothing else and is redirected nowhere.
+func (a *analyzer) findOutput(src string, s *syntax.Stmt) (word, bool) {
+	if len(s.Redirs) > 0 || s.Negated || s.Background {
+		return word{}, false
+	}
+	call, ok := s.Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Args) == 0 || len(call.Assigns) > 0 {
+		return word{}, false
 	}
 	words := make([]word, len(call.Args))
 	for i, w := range call.Args {
-		words[i] = a.wordOf(ctx.producerSrc, w)
+		words[i] = a.wordOf(src, w)
 		if words[i].kind == opaque {
-			return anything
+			return word{}, false
 		}
 	}
-	if words[0].kind != literal || a.t.canonicalName(path.Base(words[0].text)) != "find" {
-		return anything
+	if words[0].kind != literal || a.t.canonicalName(path.Base(words[0].text)) != "find" || a.sc != nil && a.sc.names[words[0].text] {
+		return word{}, false
 	}
 	for _, w := range words[1:] {
 		switch w.text {
-		case "-printf", "-fprintf", "-ls", "-fls", "-exec", "-execdir", "-ok", "-okdir":
-			return anything // prints more than the names, or runs a command
+		case "-printf", "-fprintf", "-ls", "-fls", "-exec", "-execdir", "-ok", "-okdir", "-print0":
+			return word{}, false // prints more than the names, or runs a command
 		}
 	}
 	w := findFound(words[1:])
 	w.text = "<names find prints>"
-	return w
+	return w, true
 }
 
 // positional finds a script's use of its positional parameters ($@, $*,
@@ -543,9 +561,13 @@ func shellQuote(s string) string {
 }
 
 // findExec records the commands of find's -exec, -execdir, -ok and -okdir,
-// each ended by ";" or "+"; {} is a file name found at run time.
+// each ended by ";" or "+"; {} is a file name found at run time. -delete
+// writes (removes) every name found.
 func (a *analyzer) findExec(ctx leafCtx, args []word, depth int) error {
 	found := findFound(args)
+	if hasAnyLiteral(args, "-delete") {
+		a.use(ctx, pathUse{w: found, write: true, what: "find -delete removing"})
+	}
 	for i := 0; i < len(args); i++ {
 		switch args[i].text {
 		case "-exec", "-execdir", "-ok", "-okdir":
@@ -574,9 +596,9 @@ func (a *analyzer) findExec(ctx leafCtx, args []word, depth int) error {
 }
 
 // findFound is the word {} stands for in find's -exec, and xargs' input
-// from find: a name matching a -name, -iname, -path or -ipath pattern the
-// whole expression requires, else any name in the trees under the
-// starting points.
+// from find: any name in the trees under the starting points — whose last
+// segment matches the -name or -iname pattern the whole expression
+// requires, when it requires one.
 func findFound(args []word) word {
 	w := word{text: "{}", kind: pattern, pattern: "^[^-].*$"}
 	var roots []word
@@ -591,7 +613,7 @@ func findFound(args []word) word {
 	if len(roots) == 0 {
 		roots = []word{{text: ".", kind: literal}}
 	}
-	constraint := ""
+	constraint, only := "", ""
 	for j := i; j < len(args); j++ {
 		t := args[j]
 		if t.kind != literal {
@@ -600,13 +622,15 @@ func findFound(args []word) word {
 		}
 		switch t.text {
 		case "-o", "-or", "!", "-not", ",", "(", ")":
-			constraint = "" // an alternative or a negation: no pattern binds every name
+			constraint, only = "", "" // an alternative or a negation: no pattern binds every name
 			j = len(args)
-		case "-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename":
+		case "-name", "-iname":
+			// (-path's * spans slashes: it binds no one segment)
 			if j+1 < len(args) && args[j+1].kind == literal && constraint == "" {
 				constraint = args[j+1].text
-				if t.text == "-name" || t.text == "-iname" {
-					constraint = "*/" + constraint // a name's last segment
+				only = constraint
+				if t.text == "-iname" {
+					only = strings.ToLower(only)
 				}
 			}
 			j++
@@ -614,11 +638,7 @@ func findFound(args []word) word {
 			j = len(args) // the expression's tests come before
 		}
 	}
-	if constraint != "" {
-		w.names = constraint
-		return w
-	}
-	w.found = roots
+	w.names, w.only, w.found = constraint, only, roots
 	return w
 }
 
