@@ -64,6 +64,7 @@ type Snapshot struct {
 	modules   map[string]*ast.Module
 	agents    map[string]*Agent
 	tables    tables
+	shellMemo *shellMemo // the analyses of the commands decided on
 
 	// guardrails[agent] is data.toolpdp.index.guardrails: handed to every
 	// decision from the newest snapshot, whatever definition a session pinned.
@@ -198,7 +199,7 @@ func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time, opts 
 	if err != nil {
 		return nil, err
 	}
-	s := &Snapshot{Loaded: now, tables: lib.tables}
+	s := &Snapshot{Loaded: now, tables: lib.tables, shellMemo: newShellMemo(lib.tables.shell)}
 	var errs []error
 	defs := map[string]Definition{}
 	for _, b := range bs {
