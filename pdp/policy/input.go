@@ -45,8 +45,11 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 		in.Insert(ast.StringTerm("agent"), ast.NewTerm(agent.Index))
 	}
 	policy := effectivePolicy(agent, req)
-	if policy != nil {
+	switch {
+	case req.GetExecutionPolicy() != nil:
 		in.Insert(ast.StringTerm("policy"), ast.NewTerm(policyValue(policy)))
+	case agent != nil && agent.Policy != nil:
+		in.Insert(ast.StringTerm("policy"), agent.policyTerm())
 	}
 	r := &resolver{ctx: ctx}
 	if ft, ok := t.fileTools[req.GetToolName()]; ok {
