@@ -191,9 +191,7 @@ func (s *Server) chain(metrics *grpcprom.ServerMetrics) []grpc.UnaryServerInterc
 		s.releaseInflight,
 		recovery.UnaryServerInterceptor(onPanic),
 		metrics.UnaryServerInterceptor(),
-		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(s.cfg.Logger),
-			logging.WithLogOnEvents(logging.FinishCall),
-			logging.WithLevels(callLevel)), notHealth),
+		selector.UnaryServerInterceptor(s.callLog(), notHealth),
 		recovery.UnaryServerInterceptor(onPanic),
 	}
 	if s.cfg.SeparateApprover {
@@ -214,6 +212,37 @@ func callLevel(c codes.Code) logging.Level {
 	}
 	return logging.DefaultServerCodeToLevel(c)
 }
+
+// callLog is go-grpc-middleware's logging interceptor, one line per
+// finished call at callLevel. Building that line's fields costs about as
+// much as answering a cached decision, so while the logger drops debug
+// lines a call is handled first and only a failed one goes through the
+// interceptor, afterwards, with the duration it really took.
+func (s *Server) callLog() grpc.UnaryServerInterceptor {
+	logged := logging.UnaryServerInterceptor(slogAdapter(s.cfg.Logger),
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(callLevel),
+		logging.WithFieldsFromContext(func(ctx context.Context) logging.Fields {
+			if took, ok := ctx.Value(callTookKey{}).(time.Duration); ok {
+				return logging.DurationToTimeMillisFields(took) // ahead of the interceptor's own
+			}
+			return nil
+		}))
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		if s.cfg.Logger.Enabled(ctx, slog.Level(callLevel(codes.OK))) {
+			return logged(ctx, req, info, next)
+		}
+		start := time.Now()
+		resp, err := next(ctx, req)
+		if err == nil {
+			return resp, nil
+		}
+		ctx = context.WithValue(ctx, callTookKey{}, time.Since(start))
+		return logged(ctx, req, info, func(context.Context, any) (any, error) { return resp, err })
+	}
+}
+
+type callTookKey struct{}
 
 func slogAdapter(l *slog.Logger) logging.Logger {
 	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {

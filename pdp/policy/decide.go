@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
 
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -67,7 +66,7 @@ func (s *Snapshot) DecideMemo(ctx context.Context, req *pb.DecideRequest, agent 
 }
 
 func (s *Snapshot) evaluate(ctx context.Context, input ast.Value, resp *pb.DecideResponse) error {
-	rs, err := s.query.Eval(ctx, rego.EvalParsedInput(input))
+	rs, err := eval(ctx, s.query, input)
 	if err != nil {
 		return err
 	}

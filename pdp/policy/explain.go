@@ -32,7 +32,7 @@ func (s *Snapshot) Explain(ctx context.Context, req *pb.DecideRequest, mode stri
 		return err
 	}
 	tracer := topdown.NewBufferTracer()
-	if _, err := s.query.Eval(ctx, rego.EvalParsedInput(input), rego.EvalQueryTracer(tracer)); err != nil {
+	if _, err := eval(ctx, s.query, input, rego.EvalQueryTracer(tracer)); err != nil {
 		return err
 	}
 	topdown.PrettyTraceWithLocation(w, filter(*tracer))

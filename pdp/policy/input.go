@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -44,12 +45,17 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 		in.Insert(ast.StringTerm("agent"), ast.NewTerm(agent.Index))
 	}
 	policy := effectivePolicy(agent, req)
-	if policy != nil {
+	switch {
+	case req.GetExecutionPolicy() != nil:
 		in.Insert(ast.StringTerm("policy"), ast.NewTerm(policyValue(policy)))
+	case agent != nil && agent.Policy != nil:
+		in.Insert(ast.StringTerm("policy"), agent.policyTerm())
 	}
+	r := &resolver{ctx: ctx}
 	if ft, ok := t.fileTools[req.GetToolName()]; ok {
-		in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(ctx, policy)))
-		paths, globs := pathsValue(ctx, ft, policy, compiled, req.GetArgs())
+		// The call's paths first: the roots are often prefixes of them.
+		paths, globs := pathsValue(r, ft, policy, compiled, req.GetArgs())
+		in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(r, policy)))
 		in.Insert(ast.StringTerm("paths"), ast.NewTerm(paths))
 		in.Insert(ast.StringTerm("globs"), ast.NewTerm(globs))
 	} else {
@@ -59,13 +65,13 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 	if names, ok := t.shellTools[req.GetToolName()]; ok {
 		if _, file := t.fileTools[req.GetToolName()]; !file {
 			// A shell tool's execution carries the resolved scopes for a confined run.
-			in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(ctx, policy)))
+			in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(r, policy)))
 		}
 		cwd := ""
 		if policy != nil {
 			cwd = policy.Cwd
 		}
-		cmd := analyzeCommand(ctx, t.shell, compiled, names, req.GetArgs(), cwd, networkForbidden(policy, guardrails))
+		cmd := analyzeCommand(ctx, snap.shellMemo, compiled, names, req.GetArgs(), cwd, networkForbidden(policy, guardrails))
 		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
 	}
 	return in, nil
@@ -138,27 +144,44 @@ func policyValue(p *ExecutionPolicy) ast.Value {
 
 // scopeValue resolves the policy's roots (symlinks in roots are followed
 // too, each distinct root once); a root that does not resolve admits nothing.
-func scopeValue(ctx context.Context, p *ExecutionPolicy) ast.Value {
+func scopeValue(r *resolver, p *ExecutionPolicy) ast.Value {
 	o := ast.NewObject()
 	if p == nil {
 		return o
 	}
-	for access, roots := range map[string]*[]string{"read": p.ReadPaths, "write": p.WritePaths} {
-		if roots == nil {
+	// Longest first: a shorter root is often a prefix the kernel has walked.
+	var all []string
+	for _, roots := range []*[]string{p.ReadPaths, p.WritePaths} {
+		if roots != nil {
+			all = append(all, *roots...)
+		}
+	}
+	slices.SortFunc(all, func(a, b string) int { return len(b) - len(a) })
+	resolved := make(map[string]*ast.Term, len(all))
+	for _, root := range all {
+		if _, done := resolved[root]; !done {
+			resolved[root] = nil
+			if c, err := r.resolve(p.Cwd, root); err == nil {
+				resolved[root] = ast.StringTerm(c)
+			}
+		}
+	}
+	for _, access := range [...]struct {
+		name  string
+		roots *[]string
+	}{{"read", p.ReadPaths}, {"write", p.WritePaths}} {
+		if access.roots == nil {
 			continue
 		}
-		resolved := make([]*ast.Term, 0, len(*roots))
-		seen := make(map[string]bool, len(*roots))
-		for _, r := range *roots {
-			if seen[r] {
-				continue
+		terms := make([]*ast.Term, 0, len(*access.roots))
+		seen := make(map[string]bool, len(*access.roots))
+		for _, root := range *access.roots {
+			if !seen[root] && resolved[root] != nil {
+				terms = append(terms, resolved[root])
 			}
-			seen[r] = true
-			if c, err := envguard.ResolveContext(ctx, p.Cwd, r); err == nil {
-				resolved = append(resolved, ast.StringTerm(c))
-			}
+			seen[root] = true
 		}
-		o.Insert(ast.StringTerm(access), ast.ArrayTerm(resolved...))
+		o.Insert(ast.StringTerm(access.name), ast.ArrayTerm(terms...))
 	}
 	return o
 }
@@ -181,7 +204,7 @@ func stringArg(args *structpb.Struct, name string) (raw string, present, isStrin
 // path works on the cwd) and the directory each alternative of its search
 // globs reads, and names the protected name each one names (or, for a glob,
 // could match); globs lists the search globs themselves.
-func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, g *compiledGuardrails, args *structpb.Struct) (paths, globs ast.Value) {
+func pathsValue(r *resolver, ft fileTool, p *ExecutionPolicy, g *compiledGuardrails, args *structpb.Struct) (paths, globs ast.Value) {
 	cwd := ""
 	if p != nil {
 		cwd = p.Cwd
@@ -206,11 +229,11 @@ func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, g *compile
 		case name == "path":
 			base = raw
 		}
-		resolved, err := envguard.ResolveContext(ctx, cwd, raw)
+		resolved, err := r.resolve(cwd, raw)
 		out = append(out, pathTerm(name, ft.Access, raw, resolved, err, protectedName(protected, raw, resolved)))
 	}
 	if len(out) == 0 {
-		resolved, err := envguard.ResolveContext(ctx, cwd, cwd)
+		resolved, err := r.resolve(cwd, cwd)
 		if cwd == "" {
 			err = errNoPath
 		}
@@ -225,7 +248,7 @@ func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, g *compile
 			out = append(out, pathTerm(name, ft.Access, "", "", errNotString, ""))
 			continue
 		}
-		terms, could := globTerms(ctx, name, ft.Access, raw, base, cwd, walk, protected)
+		terms, could := globTerms(r, name, ft.Access, raw, base, cwd, walk, protected)
 		out = append(out, terms...)
 		gs = append(gs, ast.ObjectTerm(item("arg", ast.String(name)), item("raw", ast.String(raw)), item("protected", ast.String(could))))
 	}
@@ -237,7 +260,7 @@ func pathsValue(ctx context.Context, ft fileTool, p *ExecutionPolicy, g *compile
 // relative, resolved like any path, each distinct one once; could is the
 // protected name some alternative could match, "" if none. A glob that
 // cannot be checked is one unresolved path.
-func globTerms(ctx context.Context, arg, access, raw, base, cwd string, walk bool, protected *protectednames.Set) (terms []*ast.Term, could string) {
+func globTerms(r *resolver, arg, access, raw, base, cwd string, walk bool, protected *protectednames.Set) (terms []*ast.Term, could string) {
 	alts, err := globAlternatives(raw)
 	if err != nil {
 		// What it could match is unknown: any protected name.
@@ -261,7 +284,7 @@ func globTerms(ctx context.Context, arg, access, raw, base, cwd string, walk boo
 		} else if dir == "" {
 			dir = "."
 		}
-		resolved, err := envguard.ResolveContext(ctx, cwd, dir)
+		resolved, err := r.resolve(cwd, dir)
 		add := func(resolved string, err error) {
 			key := resolved + "\x00" + fmt.Sprint(err)
 			if !seen[key] {
@@ -273,7 +296,7 @@ func globTerms(ctx context.Context, arg, access, raw, base, cwd string, walk boo
 		if err != nil || wild == "" || !walk {
 			continue
 		}
-		links, err := envguard.GlobLinks(ctx, resolved, wild)
+		links, err := envguard.GlobLinks(r.ctx, resolved, wild)
 		if err != nil {
 			add("", err)
 		}
@@ -354,7 +377,7 @@ func pathTerm(arg, access, raw, resolved string, err error, protected string) *a
 // envguard, the agent's command rules matched against every leaf, what
 // the analysis could not see, the protected files it names (resolved
 // against cwd) and its network use.
-func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *compiledGuardrails, names []string, args *structpb.Struct, cwd string, noNetwork bool) ast.Value {
+func analyzeCommand(ctx context.Context, memo *shellMemo, cr *compiledGuardrails, names []string, args *structpb.Struct, cwd string, noNetwork bool) ast.Value {
 	var leaves, unseen, matches, protected, network, netUses []*ast.Term
 	var errs []string
 	found := false
@@ -364,12 +387,13 @@ func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *compiledGuardra
 			continue
 		}
 		found = true
-		a, err := analyzeArg(ctx, t, v)
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %s", name, cause(err, envguard.ErrUncheckable)))
+		s := memo.analyze(ctx, v)
+		if s.err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %s", name, cause(s.err, envguard.ErrUncheckable)))
 			continue
 		}
-		for _, m := range cr.rules.Match(t, a) {
+		a := s.a
+		for _, m := range cr.rules.Match(memo.t, a) {
 			l := a.Leaves[m.Leaf]
 			matches = append(matches, ast.ObjectTerm(
 				item("list", ast.String(m.List)),
@@ -378,12 +402,8 @@ func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *compiledGuardra
 				item("certain", ast.Boolean(m.Certain)),
 			))
 		}
-		for _, l := range a.Leaves {
-			leaves = append(leaves, leafTerm(l))
-		}
-		for _, u := range a.Unseen {
-			unseen = append(unseen, ast.ObjectTerm(item("construct", ast.String(u.Construct)), item("text", ast.String(u.Text))))
-		}
+		leaves = append(leaves, s.leaves...)
+		unseen = append(unseen, s.unseen...)
 		for _, p := range cr.rules.Protected(ctx, a, cwd) {
 			protected = append(protected, ast.ObjectTerm(
 				item("access", ast.String(p.Access)),
@@ -394,11 +414,9 @@ func analyzeCommand(ctx context.Context, t *envguard.Tables, cr *compiledGuardra
 				item("certain", ast.Boolean(p.Certain)),
 			))
 		}
-		for _, n := range a.Network {
-			network = append(network, ast.StringTerm(n))
-		}
+		network = append(network, s.network...)
 		if noNetwork {
-			for _, argv := range t.NetworkUses(a) {
+			for _, argv := range memo.t.NetworkUses(a) {
 				netUses = append(netUses, ast.NewTerm(stringArray(argv)))
 			}
 		}

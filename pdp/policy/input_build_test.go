@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-policy-agent/opa/v1/ast"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolpdp/toolpdp/pdp/bundles"
@@ -24,11 +23,7 @@ func inputOf(t *testing.T, req *pb.DecideRequest) map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := ast.JSON(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw.(map[string]any)
+	return jsonOf(t, in)
 }
 
 func readDefault(t *testing.T) []*bundles.Bundle {

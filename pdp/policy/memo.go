@@ -1,13 +1,11 @@
 package policy
 
 import (
-	"container/list"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -53,18 +51,7 @@ type memoKey struct {
 // Memo is a bounded cache of one snapshot's decisions, least recently used
 // first out. Safe for concurrent use. Build a new one for every snapshot.
 type Memo struct {
-	mu       sync.Mutex
-	entries  int
-	maxBytes int64
-	bytes    int64
-	order    list.List // of *memoEntry, most recent first
-	byKey    map[memoKey]*list.Element
-}
-
-type memoEntry struct {
-	key   memoKey
-	resp  *pb.DecideResponse
-	bytes int64
+	kept *lru[memoKey, *pb.DecideResponse]
 }
 
 // NewMemo is a memo of at most entries decisions and about maxBytes bytes
@@ -73,45 +60,17 @@ func NewMemo(entries int, maxBytes int64) *Memo {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMemoBytes
 	}
-	return &Memo{entries: entries, maxBytes: maxBytes, byKey: make(map[memoKey]*list.Element, min(entries, 1024))}
+	return &Memo{kept: newLRU[memoKey, *pb.DecideResponse](entries, maxBytes)}
 }
 
 // Len is the number of decisions kept.
-func (m *Memo) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.byKey)
-}
+func (m *Memo) Len() int { return m.kept.len() }
 
-func (m *Memo) get(k memoKey) (*pb.DecideResponse, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.byKey[k]
-	if !ok {
-		return nil, false
-	}
-	m.order.MoveToFront(e)
-	return e.Value.(*memoEntry).resp, true
-}
+func (m *Memo) get(k memoKey) (*pb.DecideResponse, bool) { return m.kept.get(k) }
 
 func (m *Memo) put(k memoKey, resp *pb.DecideResponse) {
-	size := responseBytes(resp)
-	if size > maxMemoEntryBytes || m.entries <= 0 {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.byKey[k]; ok {
-		return
-	}
-	m.byKey[k] = m.order.PushFront(&memoEntry{key: k, resp: resp, bytes: size})
-	m.bytes += size
-	for len(m.byKey) > m.entries || m.bytes > m.maxBytes {
-		old := m.order.Back()
-		e := old.Value.(*memoEntry)
-		m.order.Remove(old)
-		delete(m.byKey, e.key)
-		m.bytes -= e.bytes
+	if size := responseBytes(resp); size <= maxMemoEntryBytes {
+		m.kept.put(k, resp, size)
 	}
 }
 

@@ -64,6 +64,8 @@ type Snapshot struct {
 	modules   map[string]*ast.Module
 	agents    map[string]*Agent
 	tables    tables
+	shellMemo *shellMemo // the analyses of the commands decided on
+	toolNames *lru[string, canonicalTool]
 
 	// guardrails[agent] is data.toolpdp.index.guardrails: handed to every
 	// decision from the newest snapshot, whatever definition a session pinned.
@@ -110,7 +112,22 @@ type Agent struct {
 	// union for the newest snapshot.
 	ownGuardrails ast.Value
 	merged        atomic.Pointer[mergedGuardrails]
-	enc           encoded // what a durable session store keeps (pin.go)
+	enc           encoded                  // what a durable session store keeps (pin.go)
+	policy        atomic.Pointer[ast.Term] // the definition's execution policy as input, made once
+}
+
+// policyTerm is the definition's execution policy as the input carries it
+// (nil: none), made on first use: a definition never changes.
+func (a *Agent) policyTerm() *ast.Term {
+	if a.Policy == nil {
+		return nil
+	}
+	if t := a.policy.Load(); t != nil {
+		return t
+	}
+	t := ast.NewTerm(policyValue(a.Policy))
+	a.policy.Store(t)
+	return t
 }
 
 type mergedGuardrails struct {
@@ -198,7 +215,8 @@ func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time, opts 
 	if err != nil {
 		return nil, err
 	}
-	s := &Snapshot{Loaded: now, tables: lib.tables}
+	s := &Snapshot{Loaded: now, tables: lib.tables, shellMemo: newShellMemo(lib.tables.shell),
+		toolNames: newLRU[string, canonicalTool](4096, 1<<20)}
 	var errs []error
 	defs := map[string]Definition{}
 	for _, b := range bs {
@@ -305,18 +323,35 @@ const toolQuery = "data.toolpdp.permission.tool"
 // false for a name that contradicts its server or does not split (such a
 // call is denied), or when the policy says nothing.
 func (s *Snapshot) CanonicalTool(ctx context.Context, name, server string) (canonServer, canonName string, ok bool) {
+	// A function of the two names and the snapshot: each pair is asked once.
+	key := appendString(appendString(nil, name), server)
+	if t, hit := s.toolNames.get(string(key)); hit {
+		return t.server, t.name, t.ok
+	}
 	in := ast.NewObject(item("tool_name", ast.String(name)), item("server", ast.String(server)))
-	rs, err := s.toolQuery.Eval(ctx, rego.EvalParsedInput(in))
-	if err != nil || len(rs) != 1 || len(rs[0].Expressions) != 1 {
+	rs, err := eval(ctx, s.toolQuery, in)
+	if err != nil || ctx.Err() != nil {
 		return "", "", false
 	}
-	t, _ := rs[0].Expressions[0].Value.(map[string]any)
-	canonServer, okServer := t["server"].(string)
-	canonName, okName := t["name"].(string)
-	if t["kind"] == "mismatch" || !okServer || !okName {
-		return "", "", false
+	var t canonicalTool
+	if len(rs) == 1 && len(rs[0].Expressions) == 1 {
+		doc, _ := rs[0].Expressions[0].Value.(map[string]any)
+		var okServer, okName bool
+		t.server, okServer = doc["server"].(string)
+		t.name, okName = doc["name"].(string)
+		t.ok = doc["kind"] != "mismatch" && okServer && okName
 	}
-	return canonServer, canonName, true
+	if !t.ok {
+		t = canonicalTool{}
+	}
+	s.toolNames.put(string(key), t, int64(64+len(key)+len(t.server)+len(t.name)))
+	return t.server, t.name, t.ok
+}
+
+// canonicalTool is CanonicalTool's answer for one pair of names.
+type canonicalTool struct {
+	server, name string
+	ok           bool
 }
 
 // index evaluates the library's index once for the whole bundle; defs are

@@ -38,6 +38,7 @@ type Options struct {
 	Approver  bool                             // a separate approver listener (serve --confirm-listen), on a unix socket
 	Register  func(*grpc.Server)               // extra services, registered before Serve
 	LogTo     io.Writer                        // the server's log (JSON, debug level); discarded when nil
+	LogLevel  slog.Leveler                     // the lowest level logged; debug when nil
 	DialCreds credentials.TransportCredentials // the client's; plaintext when nil
 
 	// Engine and API are the engine's and the service's other options.
@@ -84,7 +85,10 @@ func Start(o Options) (_ *Server, err error) {
 	if o.LogTo == nil {
 		o.LogTo = io.Discard
 	}
-	log := slog.New(slog.NewJSONHandler(o.LogTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if o.LogLevel == nil {
+		o.LogLevel = slog.LevelDebug
+	}
+	log := slog.New(slog.NewJSONHandler(o.LogTo, &slog.HandlerOptions{Level: o.LogLevel}))
 	reg := prometheus.NewRegistry()
 	watching := make(chan struct{})
 	ec := o.Engine

@@ -1,0 +1,113 @@
+package policy
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/toolpdp/toolpdp/envguard"
+)
+
+// The resolver answers exactly as envguard's walk does, for paths with and
+// without symlinks, missing segments, files in the middle, dot segments and
+// what is not a plain path; a prefix of a walked path answers alike too.
+func TestResolverAgreesWithEnvguard(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"p/src/a", "p/docs", "other/deep"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "p/src/a/f.go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"p/out": "../other/deep", "p/abs": root + "/other", "p/loop": "loop", "p/dangling": "nowhere/x", "p/src/up": ".."} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cwd := root + "/p"
+	raws := []string{
+		"src/a/f.go", "src/a", "src", ".", "", "./src//a/", "src/a/f.go/", "src/a/f.go/..", "src/../docs",
+		"src/new/file", "src/new/../a/f.go", "out", "out/x", "out/../x", "abs/deep", "loop", "dangling",
+		"src/up/docs", "src/up/../p", root, root + "/p/src/a/f.go", root + "/p/out/../p", "/", "/..", "//p",
+		"~/x", "file:///etc/passwd", "http://x/y", "a\x00b", "/proc/self/cwd",
+	}
+	for _, cwd := range []string{cwd, "", "relative", cwd + "/out", cwd + "/src/a/f.go"} {
+		r := &resolver{ctx: context.Background()}
+		for _, raw := range raws {
+			got, gotErr := r.resolve(cwd, raw)
+			want, wantErr := envguard.ResolveContext(context.Background(), cwd, raw)
+			if got != want || (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+				t.Errorf("cwd %q, %q: resolver %q, %v; envguard %q, %v", cwd, raw, got, gotErr, want, wantErr)
+			}
+		}
+	}
+}
+
+// A symlink re-pointed between two decisions is seen by the second: the
+// resolver keeps nothing from one decision to the next.
+func TestResolverSeesARepointedLink(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"inside", "outside"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(root, "scope")
+	if err := os.Mkdir(link, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	first, err := (&resolver{ctx: context.Background()}).resolve(root, "scope")
+	if err != nil || first != link {
+		t.Fatalf("a plain directory: %q, %v", first, err)
+	}
+	for _, target := range []string{"inside", "outside"} {
+		if err := os.Remove(link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		got, err := (&resolver{ctx: context.Background()}).resolve(root, "scope")
+		if want := filepath.Join(root, target); err != nil || got != want {
+			t.Errorf("scope pointing at %s: %q, %v, want %q", target, got, err, want)
+		}
+	}
+}
+
+// A done context is envguard's error, not a fast answer.
+func TestResolverStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got, err := (&resolver{ctx: ctx}).resolve("/", "tmp"); err == nil {
+		t.Fatalf("resolved %q with a cancelled context", got)
+	}
+}
+
+// A link-free path takes one kernel walk, and its prefixes none.
+func TestResolverWalksOnce(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "p/src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &resolver{ctx: context.Background()}
+	for _, c := range [][2]string{{"p/src", root + "/p/src"}, {"p", root + "/p"}, {"p/", root + "/p"}, {root, root}} {
+		if got, err := r.resolve(root, c[0]); err != nil || got != c[1] {
+			t.Errorf("%q: %q, %v, want %q", c[0], got, err, c[1])
+		}
+	}
+	if len(r.walked) != 1 {
+		t.Errorf("walked %q, want the first path only", r.walked)
+	}
+}
