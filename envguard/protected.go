@@ -86,6 +86,11 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 		}
 	}
 	a.outputOptions(ctx, name, key, args)
+	if lists, ok := c.nameLists[key]; ok && optionGiven(lists, args) {
+		// tar -T LIST: the files are the names the list holds
+		_, writer := c.writers[canon]
+		a.pathUse(ctx, name+" taking file names from a list", word{text: "<names in a list>", kind: opaque}, writer)
+	}
 	rec, ok := c.recursive[key]
 	if !ok {
 		rec = c.recursive[canon]
@@ -359,13 +364,19 @@ func recursive(opts []string, args []word) bool {
 			return true
 		}
 	}
+	return optionGiven(opts, args)
+}
+
+// optionGiven reports one of opts among args: as written, with =VALUE,
+// grouped in a short cluster, or a long one's unambiguous prefix.
+func optionGiven(opts []string, args []word) bool {
 	for _, w := range args {
 		if w.kind != literal || !strings.HasPrefix(w.text, "-") || w.text == "-" || w.text == "--" {
 			continue
 		}
 		for _, o := range opts {
 			switch {
-			case w.text == o:
+			case w.text == o || strings.HasPrefix(w.text, o+"="):
 				return true
 			case strings.HasPrefix(o, "--") && strings.HasPrefix(w.text, "--"):
 				long, _, _ := strings.Cut(w.text, "=")

@@ -157,7 +157,8 @@ func TestProtectedThroughTheShell(t *testing.T) {
 			{`patch -p1 -i src/evil.patch`, "ask"}, {`cat src/evil.patch | patch -p1`, "ask"}, {`patch -p1 < src/ok.patch`, "allow"},
 			{`git apply --check src/ok.patch`, "allow"}, {`tar -xzf src/clean.tgz --transform 's,^,.git/,'`, "ask"},
 			{`ar x src/lib.a`, "ask"}, {`find . -name '*.go' | cpio -o > /tmp/x.cpio`, "allow"}, {`find . | cpio -o > /tmp/x.cpio`, "ask"},
-			{`gzip -d src/.git.gz`, "ask"},
+			{`gzip -d src/.git.gz`, "ask"}, {`tar -czf /tmp/x.tgz -T src/a.txt`, "ask"}, {`wc -c --files0-from=src/a.txt`, "ask"},
+			{`rsync -a --files-from=src/a.txt . /tmp/r`, "ask"},
 		},
 		"a directory known only at run time": {
 			{`cd $(printf '.gi%s' t) && touch PWNED`, "ask"}, {`cd src/../.g* && touch PWNED`, "ask"}, {`d=.git; cd $d && touch PWNED`, "ask"},
