@@ -108,7 +108,7 @@ type Tables struct {
 	// NameListOptions are options whose value is a file of file names the
 	// program then reads or writes (tar -T LIST): names known only at run
 	// time.
-	NameListOptions map[string][]string `json:"name_list_options"`
+	NameListOptions  map[string][]string `json:"name_list_options"`
 	DefaultDirectory []string            `json:"default_directory"`
 
 	c *compiled
