@@ -27,8 +27,10 @@ type pathUse struct {
 	below bool
 	// skip are the --exclude (files) and --exclude-dir (directories)
 	// globs of a recursive grep: names it does not read.
-	skip  []string
-	skipD []string
+	skip, skipD []string
+	// includes are a recursive grep's --include globs: with any, only
+	// files whose name matches one are read.
+	includes []string
 	// only: of a tree, only names whose last segment matches this glob
 	// (find -name's) count; lower case compares without case.
 	only string
@@ -192,9 +194,9 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	if patternsLeft > 0 && hasAnyLiteral(args, "-e", "--regexp", "-f", "--file") {
 		patternsLeft = 0 // the pattern is an option's value: every operand is a file
 	}
-	var skipF, skipD []string
+	var skipF, skipD, only []string
 	if tree && !writes && strings.HasSuffix(canon, "grep") {
-		skipF, skipD = grepExcludes(args)
+		skipF, skipD, only = grepExcludes(args)
 	}
 	skip := skipF
 	files := 0
@@ -211,7 +213,7 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			}
 			return
 		}
-		a.use(ctx, pathUse{w: w, tree: tree, what: name + " reading", skip: skip, skipD: skipD})
+		a.use(ctx, pathUse{w: w, tree: tree, what: name + " reading", skip: skip, skipD: skipD, includes: only})
 	}
 	for i := 0; i < len(args); i++ {
 		w := args[i]
@@ -258,18 +260,18 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	}
 	if tree && files == 0 && (c.defaultDir[key] || c.defaultDir[canon]) {
 		// grep -r with no file searches the working directory
-		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, tree: true, what: name + " reading", skip: skip, skipD: skipD})
+		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, tree: true, what: name + " reading", skip: skip, skipD: skipD, includes: only})
 	}
 }
 
 // grepExcludes are a grep's --exclude and --exclude-dir globs, literal
 // ones only (any other excludes nothing the analysis can count on).
-func grepExcludes(args []word) (files, dirs []string) {
+func grepExcludes(args []word) (files, dirs, includes []string) {
 	for i, w := range args {
 		if w.kind != literal {
 			continue
 		}
-		for _, o := range []string{"--exclude", "--exclude-dir"} {
+		for _, o := range []string{"--exclude", "--exclude-dir", "--include"} {
 			v, ok := "", false
 			if w.text == o && i+1 < len(args) && args[i+1].kind == literal {
 				v, ok = args[i+1].text, true
@@ -279,14 +281,17 @@ func grepExcludes(args []word) (files, dirs []string) {
 			if !ok {
 				continue
 			}
-			if o == "--exclude" {
+			switch o {
+			case "--exclude":
 				files = append(files, v)
-			} else {
+			case "--include":
+				includes = append(includes, v)
+			default:
 				dirs = append(dirs, v)
 			}
 		}
 	}
-	return files, dirs
+	return files, dirs, includes
 }
 
 // stemOf is a literal file name without its last extension (x.gz is x):
@@ -739,6 +744,9 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 			if u.only != "" && !foundName(u.only, d.Name()) {
 				return nil
 			}
+			if len(u.includes) > 0 && !d.IsDir() && !matchesAny(u.includes, d.Name()) {
+				return nil
+			}
 			if n, ok := set.Match(rel); ok && rel != "." {
 				found, reached = n, true
 				return fs.SkipAll
@@ -782,8 +790,12 @@ func excluded(d fs.DirEntry, files, dirs []string) bool {
 	if d.IsDir() {
 		list = dirs
 	}
-	for _, g := range list {
-		if ok, err := path.Match(g, d.Name()); ok && err == nil {
+	return matchesAny(list, d.Name())
+}
+
+func matchesAny(globs []string, name string) bool {
+	for _, g := range globs {
+		if ok, err := path.Match(g, name); ok && err == nil {
 			return true
 		}
 	}
