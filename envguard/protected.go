@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/toolpdp/toolpdp/envguard/protectednames"
 )
@@ -674,9 +675,13 @@ func (r *Rules) reaches(ctx context.Context, set *protectednames.Set, a *Analysi
 	return "", false, false
 }
 
-// maxTreeEntries bounds the names examined under the trees one command
-// reads or writes whole; past it the tree could hold a protected name.
-const maxTreeEntries = 20000
+// maxTreeEntries and maxTreeTime bound the names examined under the trees
+// one command reads or writes whole (a node_modules is tens of thousands);
+// past either the tree could hold a protected name.
+const (
+	maxTreeEntries = 100000
+	maxTreeTime    = 300 * time.Millisecond
+)
 
 // treeReaches walks the trees a word names (grep -r DIR, rm -r DIR, cp -a
 // SRC) for a protected name among the names under them — the path itself
@@ -708,6 +713,10 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 		return "", true
 	}
 	seen := 0
+	deadline := time.Now().Add(maxTreeTime)
+	// With no filter and only single names listed, each entry's own name
+	// is all there is to compare.
+	fast := u.only == "" && len(u.includes) == 0 && !set.Directories()
 	for _, root := range roots {
 		if !filepath.IsAbs(root) {
 			if unknownDir {
@@ -727,15 +736,15 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 			if err != nil {
 				return nil // unreadable: the program cannot read it either
 			}
-			if seen++; seen > maxTreeEntries || seen%256 == 0 && ctx.Err() != nil {
+			if seen++; seen > maxTreeEntries || seen%256 == 0 && (ctx.Err() != nil || time.Now().After(deadline)) {
 				reached = true
 				return fs.SkipAll
 			}
-			rel, _ := filepath.Rel(root, p)
-			if rel == "." && below {
+			isRoot := p == root
+			if isRoot && below {
 				return nil
 			}
-			if rel != "." && excluded(d, u.skip, u.skipD) {
+			if !isRoot && excluded(d, u.skip, u.skipD) {
 				if d.IsDir() {
 					return fs.SkipDir
 				}
@@ -747,11 +756,21 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 			if len(u.includes) > 0 && !d.IsDir() && !matchesAny(u.includes, d.Name()) {
 				return nil
 			}
-			if n, ok := set.Match(rel); ok && rel != "." {
-				found, reached = n, true
-				return fs.SkipAll
+			if fast {
+				// every name of every path below is some entry's own name
+				if !isRoot {
+					if n, ok := set.Match(d.Name()); ok {
+						found, reached = n, true
+						return fs.SkipAll
+					}
+				}
+			} else if rel, _ := filepath.Rel(root, p); !isRoot {
+				if n, ok := set.Match(rel); ok {
+					found, reached = n, true
+					return fs.SkipAll
+				}
 			}
-			if !below {
+			if !below && (isRoot || !fast) {
 				if n, ok := set.Match(p); ok {
 					found, reached = n, true
 					return fs.SkipAll
