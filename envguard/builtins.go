@@ -18,13 +18,20 @@ func (a *analyzer) builtin(ctx leafCtx, name string, args []word, depth int) err
 	case "cd", "pushd":
 		// Relative names after cd are inside its directory: moving into a
 		// protected one is like writing there.
+		// A directory known only at run time ($(…), "$d", cd - to
+		// $OLDPWD, pushd +N) leaves every relative name unknown.
 		for _, w := range args {
-			if w.kind == literal && strings.HasPrefix(w.text, "-") && w.text != "-" {
+			switch {
+			case w.kind == literal && (w.text == "-" || name == "pushd" && strings.TrimLeft(w.text, "+-0123456789") == "" && len(w.text) > 1):
+				a.moved()
+				continue
+			case w.kind == literal && strings.HasPrefix(w.text, "-"):
+				continue
+			case w.kind == opaque && !w.home && w.values == nil:
+				a.moved()
 				continue
 			}
-			if w.kind == literal || w.home {
-				a.pathUse(ctx, name+" moving into", w, true)
-			}
+			a.pathUse(ctx, name+" moving into", w, true)
 			if w.kind == literal || w.home {
 				a.execConfig(ctx, name+" moving", w.text)
 			}
@@ -180,10 +187,19 @@ func (a *analyzer) shopt(ctx leafCtx, args []word) {
 			if strings.Contains(w.text, "u") {
 				on = false
 			}
+		case on && w.text == "dotglob":
+			a.out.dotglob = true
 		case on && a.t.tables().unseenOptions[w.text]:
 			a.unseen("shopt -s "+w.text+" (an option that makes the shell run or expand more text)", ctx.src)
 			return
 		}
+	}
+}
+
+// moved records a move into a directory known only at run time.
+func (a *analyzer) moved() {
+	if a.out.movedAt < 0 {
+		a.out.movedAt = len(a.out.paths)
 	}
 }
 

@@ -103,7 +103,7 @@ func TestGuardShapes(t *testing.T) {
 		},
 		"text smuggled to a later expansion": {
 			{"x='a[$(id)0]'; echo $((x))", "ask"}, {"x=$'a[$(id)0]'", "ask"}, {"x=a\\[\\$\\(id\\)0\\]", "ask"}, {"let 'x=a[$(id)0]'", "ask"},
-			{"declare -i x=1", "ask"}, {"printf -v 'a[$(id)0]' %s 1", "ask"}, {"read 'a[$(id)0]'", "ask"}, {"test -v 'a[$(id)0]'", "ask"},
+			{"declare -i x=1; x=$y", "ask"}, {"declare -i x=1; read x", "ask"}, {"declare -i x=$y", "ask"}, {"printf -v 'a[$(id)0]' %s 1", "ask"}, {"read 'a[$(id)0]'", "ask"}, {"test -v 'a[$(id)0]'", "ask"},
 			{"[ -v 'a[$(id)0]' ]", "ask"}, {"[[ -v a[$(id)0] ]]", "ask"}, {"export 'a[$(id)0]'=1", "ask"}, {"x=$(cat f); echo $((x))", "ask"},
 			{"read x < f; (( x ))", "ask"}, {"echo $((HOME))", "ask"}, {"[[ $n -eq 0 ]]", "ask"}, {"echo ${!v}", "ask"}, {"echo $(( $(cat f) ))", "ask"},
 			{"for v in $(cat f); do echo $((v)); done", "ask"}, {"echo ${s:$off}", "ask"},

@@ -124,7 +124,7 @@ var sqliteDanger = []string{"shell", "system", "once", "output", "import", "read
 
 var (
 	sqliteDot  = regexp.MustCompile(`(?m)(?:^|;)[ \t]*\.([A-Za-z_]+)`)
-	sqliteEdit = regexp.MustCompile(`(?i)\b(edit|load_extension|fts3_tokenizer|writefile)\b`)
+	sqliteEdit = regexp.MustCompile(`(?i)\b(edit|load_extension|fts3_tokenizer|writefile|readfile)\b`)
 )
 
 // sqliteRuns reports SQL or dot-commands that can run a shell command or
@@ -222,7 +222,7 @@ var awkCommand = regexp.MustCompile(`\bsystem\b|(^|[^|])\|($|[^|])|\|&|@load|@in
 func (a *analyzer) awk(ctx leafCtx, args []word) {
 	opts := a.textProgram(ctx, "awk", args, textLanguage{spec: &awkSpec, text: []string{"-e", "--source"},
 		files: []string{"-f", "--file", "-E", "--exec", "-i", "--include"}, runs: awkCommand.MatchString,
-		what: "an awk program that runs commands (system, a pipe or getline from a command)"})
+		what: "an awk program that runs commands (system, a pipe or getline from a command)", opens: awkFiles})
 	if has(opts, "-l", "--load") {
 		a.unseen("awk loading an extension", ctx.src)
 	}
@@ -236,7 +236,8 @@ var sedSpec = optSpec{flags: "nErsuzi", values: "efl", long: merge(
 
 func (a *analyzer) sed(ctx leafCtx, args []word) {
 	a.textProgram(ctx, "sed", args, textLanguage{spec: &sedSpec, text: []string{"-e", "--expression"},
-		files: []string{"-f", "--file"}, runs: sedRunsCommand, what: "a sed script with the e command or flag"})
+		files: []string{"-f", "--file"}, runs: sedRunsCommand, what: "a sed script with the e command or flag",
+		opens: func(s string) []langFile { _, f := sedScript(s); return f }})
 }
 
 // textLanguage is a program whose own language arrives as text (awk, sed):
@@ -247,6 +248,8 @@ type textLanguage struct {
 	text, files []string
 	runs        func(string) bool
 	what        string
+	// opens are the files the program text names in its own language.
+	opens func(string) []langFile
 }
 
 func (a *analyzer) textProgram(ctx leafCtx, name string, args []word, l textLanguage) []opt {
@@ -269,6 +272,21 @@ func (a *analyzer) textProgram(ctx leafCtx, name string, args []word, l textLang
 			a.unseen(name+"'s program computed at run time ("+clip(p.text)+")", ctx.src)
 		} else if l.runs(p.text) {
 			a.unseen(l.what, ctx.src)
+		} else if l.opens != nil {
+			for _, f := range l.opens(p.text) {
+				w := word{text: f.name, kind: literal}
+				if f.name == "" {
+					w = word{text: "<a file named at run time>", kind: opaque}
+				}
+				verb := " reading"
+				if f.write {
+					verb = " writing"
+				}
+				a.pathUse(ctx, name+"'s program"+verb, w, f.write)
+				if f.write && w.kind == literal {
+					a.execConfig(ctx, name+" writing", w.text)
+				}
+			}
 		}
 	}
 	return opts

@@ -24,6 +24,31 @@ func globPattern(w *syntax.Word) (string, bool) {
 	return "^(?:" + b.String() + ")$", true
 }
 
+// globText is a glob word as a glob: unquoted text as written, quoted text
+// with its glob characters escaped (".e"* is \.e*, not ".e"*).
+func globText(w *syntax.Word) string {
+	var b strings.Builder
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			b.WriteString(p.Value)
+		default:
+			f, err := expand.Fields(&expand.Config{}, &syntax.Word{Parts: []syntax.WordPart{p}})
+			if err != nil || len(f) != 1 {
+				b.WriteString("*")
+				continue
+			}
+			for _, r := range f[0] {
+				if strings.ContainsRune(`*?[]\{},`, r) {
+					b.WriteByte('\\')
+				}
+				b.WriteRune(r)
+			}
+		}
+	}
+	return b.String()
+}
+
 // translateParts writes the expression for parts and reports whether an
 // unquoted glob character was among them.
 func translateParts(b *strings.Builder, parts []syntax.WordPart) bool {

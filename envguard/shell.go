@@ -61,6 +61,15 @@ type Analysis struct {
 	Network []string
 
 	paths []pathUse // files the command names, for the protected names
+	// dotglob: the script may turn on bash's dotglob, so a glob's * and ?
+	// match names starting with a dot.
+	dotglob bool
+	// movedAt is the number of paths recorded before the script first
+	// moved into a directory known only at run time (-1: it does not):
+	// a relative name after it, or anywhere in a script with a loop, may
+	// be anywhere.
+	movedAt int
+	loops   bool
 }
 
 // Analyze parses a shell command line into its leaf programs — every simple
@@ -71,7 +80,7 @@ type Analysis struct {
 // what it cannot see. Every node kind the walk does not model is unseen.
 // Errors wrap ErrUncheckable.
 func (t *Tables) Analyze(ctx context.Context, cmd string) (*Analysis, error) {
-	a := &analyzer{ctx: ctx, t: t}
+	a := &analyzer{ctx: ctx, t: t, out: Analysis{movedAt: -1}}
 	if err := a.script(cmd, 0); err != nil {
 		return nil, err
 	}
@@ -87,7 +96,7 @@ func (t *Tables) AnalyzeArgv(ctx context.Context, argv []string) (*Analysis, err
 			return nil, fmt.Errorf("%w: an argument holds a NUL byte", ErrUncheckable)
 		}
 	}
-	a := &analyzer{ctx: ctx, t: t}
+	a := &analyzer{ctx: ctx, t: t, out: Analysis{movedAt: -1}}
 	words := make([]word, len(argv))
 	for i, s := range argv {
 		words[i] = word{text: s, kind: literal}
@@ -115,14 +124,21 @@ type analyzer struct {
 	sc  *scope // the variables of the script being walked
 	// words are the parsed words already read, by node.
 	words map[*syntax.Word]word
+	// producers are, for each statement a pipe feeds, the statement
+	// writing into the pipe.
+	producers map[*syntax.Stmt]*syntax.Stmt
 }
 
 // leafCtx is what a leaf's statement says about it beyond its words.
 type leafCtx struct {
-	src        string // the text the statement was parsed from
-	stmt       *syntax.Stmt
-	stdinPiped bool // stdin is a pipe, a here-document or here-string, or a substitution
-	stdinFile  bool // stdin is redirected from a named file
+	src  string // the text the statement was parsed from
+	stmt *syntax.Stmt
+	// producer is the statement whose output is piped into this one (its
+	// last command), parsed from producerSrc.
+	producer    *syntax.Stmt
+	producerSrc string
+	stdinPiped  bool // stdin is a pipe, a here-document or here-string, or a substitution
+	stdinFile   bool // stdin is redirected from a named file
 }
 
 func (a *analyzer) unseen(construct, text string) {
@@ -178,7 +194,17 @@ func (a *analyzer) script(cmd string, depth int) error {
 	}
 	defer func() { a.sc = outer }()
 	a.sc.collect(a, cmd, file)
+	syntax.Walk(file, func(n syntax.Node) bool {
+		switch n.(type) {
+		case *syntax.ForClause, *syntax.WhileClause:
+			a.out.loops = true
+		}
+		return !a.out.loops
+	})
 	piped := pipeReceivers(file)
+	outerProducers := a.producers
+	a.producers = producers(file)
+	defer func() { a.producers = outerProducers }()
 	var walkErr error
 	syntax.Walk(file, func(node syntax.Node) bool {
 		if walkErr != nil {
@@ -320,6 +346,27 @@ func pipeReceivers(file *syntax.File) map[*syntax.Stmt]bool {
 	return out
 }
 
+// producers maps each statement on the right of a pipe to the last
+// statement on its left: the one whose output it reads.
+func producers(file *syntax.File) map[*syntax.Stmt]*syntax.Stmt {
+	out := map[*syntax.Stmt]*syntax.Stmt{}
+	syntax.Walk(file, func(n syntax.Node) bool {
+		if b, ok := n.(*syntax.BinaryCmd); ok && b.Op == syntax.Pipe {
+			x := b.X
+			for {
+				inner, ok := x.Cmd.(*syntax.BinaryCmd)
+				if !ok || inner.Op != syntax.Pipe && inner.Op != syntax.PipeAll {
+					break
+				}
+				x = inner.Y
+			}
+			out[b.Y] = x
+		}
+		return true
+	})
+	return out
+}
+
 type stdin int
 
 const (
@@ -358,7 +405,8 @@ func stdinKind(s *syntax.Stmt) stdin {
 // and assignments do.
 func (a *analyzer) stmt(src string, s *syntax.Stmt, piped bool, depth int) error {
 	kind := stdinKind(s)
-	ctx := leafCtx{src: source(src, s), stmt: s, stdinPiped: piped || kind == stdinPipe, stdinFile: kind == stdinNamedFile}
+	ctx := leafCtx{src: source(src, s), stmt: s, stdinPiped: piped || kind == stdinPipe, stdinFile: kind == stdinNamedFile,
+		producer: a.producers[s], producerSrc: src}
 	a.redirects(ctx, src, s)
 	call, ok := s.Cmd.(*syntax.CallExpr)
 	if !ok {

@@ -123,6 +123,9 @@ func (a *analyzer) shell(ctx leafCtx, name string, args []word, depth int) error
 		a.unseen(name+" -k (assignments anywhere on a command line)", ctx.src)
 	}
 	for _, o := range s.options {
+		if o == "dotglob" {
+			a.out.dotglob = true
+		}
 		if a.t.tables().unseenOptions[o] {
 			a.unseen(name+" -o/-O "+clip(o)+" (an option that makes the shell run or expand more text)", ctx.src)
 		}

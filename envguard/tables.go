@@ -77,8 +77,10 @@ type Tables struct {
 	// it is not smuggling.
 	NumericOutput [][]string `json:"numeric_output"`
 	// WritingPrograms are programs that write files named by their
-	// operands: "all" of them, the "last" (a destination), or "in_place"
-	// (only with -i).
+	// operands: "all" of them, the "first" (logsave's log), the "last" (a
+	// destination), "in_place"
+	// (only with -i), names taken from their input ("extracts": unzip,
+	// patch), or by their mode ("archive": tar, cpio, 7z).
 	WritingPrograms map[string]string `json:"writing_programs"`
 	// NetworkPrograms are command rules for programs that use the network.
 	NetworkPrograms []string `json:"network_programs"`
@@ -91,6 +93,19 @@ type Tables struct {
 	// PatternOperands are how many leading operands of a program are a
 	// pattern or a program text, not a file (grep's PATTERN).
 	PatternOperands map[string]int `json:"pattern_operands"`
+	// DataReaders are programs that read the files they are given as
+	// data, never as code: only they take a file a process substitution
+	// makes (diff <(sort a) <(sort b)); any other program may run it.
+	DataReaders []string `json:"data_readers"`
+	// OutputOptions are options whose value is a file the program writes
+	// (sort -o), by program or "program subcommand" ("*" for every one).
+	OutputOptions map[string][]string `json:"output_options"`
+	// RecursiveOptions are the options with which a program reads or
+	// writes whole directory trees (grep -r, cp -a, rm -r); "*" when it
+	// always does. DefaultDirectory are those that, given no file,
+	// search the working directory.
+	RecursiveOptions map[string][]string `json:"recursive_options"`
+	DefaultDirectory []string            `json:"default_directory"`
 
 	c *compiled
 }
@@ -149,6 +164,10 @@ type compiled struct {
 	writers       map[string]string
 	network       *Rules
 	printOnly     map[string]bool
+	dataReaders   map[string]bool
+	outputOpts    map[string][]string
+	recursive     map[string][]string
+	defaultDir    map[string]bool
 	patternOpts   map[string][]string
 	patternOps    map[string]int
 	execConfig    *protectednames.Set // files whose contents programs run
@@ -197,9 +216,9 @@ func (t *Tables) Validate() error {
 	}
 	for name, mode := range t.WritingPrograms {
 		switch mode {
-		case "all", "last", "in_place":
+		case "all", "first", "last", "in_place", "extracts", "archive":
 		default:
-			return fmt.Errorf("writing_programs[%q]: %q is not all, last or in_place", name, mode)
+			return fmt.Errorf("writing_programs[%q]: %q is not all, first, last, in_place, extracts or archive", name, mode)
 		}
 	}
 	for i, shape := range t.NumericOutput {
@@ -249,6 +268,10 @@ func (t *Tables) compile() (*compiled, error) {
 		numeric:       t.NumericOutput,
 		writers:       t.WritingPrograms,
 		printOnly:     set(t.PrintOnly),
+		dataReaders:   set(t.DataReaders),
+		outputOpts:    t.OutputOptions,
+		recursive:     t.RecursiveOptions,
+		defaultDir:    set(t.DefaultDirectory),
 		patternOpts:   t.PatternOptions,
 		patternOps:    t.PatternOperands,
 		execConfig:    protectednames.New(t.ExecConfigFiles),

@@ -23,6 +23,14 @@ type scope struct {
 	// otherwise too.
 	temps   map[string][]string
 	notTemp map[string]bool
+	// globs are the variables some of whose values are globs (for f in
+	// src/*): each value is the glob, matched as one; opaqueValues those
+	// given a value the analysis cannot write down (for f in "$@"x*).
+	globs        map[string]bool
+	opaqueValues map[string]bool
+	// movesDir: the script changes its directory, so $PWD and $(pwd) are
+	// not the cwd the call names.
+	movesDir bool
 	// top are the declarations that run whenever their script or
 	// function body does: direct statements of it, not inside a
 	// conditional, a list or a subshell.
@@ -38,7 +46,8 @@ type assocDecl struct {
 
 func newScope(a *analyzer, src string, file *syntax.File) *scope {
 	sc := &scope{vars: map[string]bool{}, values: map[string][]string{}, assoc: map[string]assocDecl{}, names: map[string]bool{},
-		top: map[*syntax.DeclClause]bool{}, temps: map[string][]string{}, notTemp: map[string]bool{}}
+		top: map[*syntax.DeclClause]bool{}, temps: map[string][]string{}, notTemp: map[string]bool{},
+		globs: map[string]bool{}, opaqueValues: map[string]bool{}}
 	sc.topLevel(file.Stmts)
 	syntax.Walk(file, func(n syntax.Node) bool {
 		if f, ok := n.(*syntax.FuncDecl); ok && f.Body != nil {
@@ -258,8 +267,34 @@ func (a *analyzer) dirty(name string) bool {
 
 func (sc *scope) assigned(name string, dirty bool, value *string) {
 	sc.vars[name] = sc.vars[name] || dirty
-	if value != nil && len(sc.values[name]) < 16 {
-		sc.values[name] = append(sc.values[name], *value)
+	if value == nil {
+		sc.opaqueValues[name] = true // a value the analysis cannot write down
+	} else {
+		if len(sc.values[name]) < 16 {
+			sc.values[name] = append(sc.values[name], *value)
+		} else {
+			sc.opaqueValues[name] = true // more values than are kept: not known
+		}
+	}
+}
+
+// iterated records the values a for loop's variable takes: its words, a
+// glob as the glob itself (a value that is a number is no file name).
+func (sc *scope) iterated(a *analyzer, src string, n *syntax.WordIter) {
+	name := n.Name.Value
+	sc.vars[name] = sc.vars[name] || len(n.Items) == 0
+	for _, item := range n.Items {
+		w := a.wordOf(src, item)
+		dirty := !a.cleanWord(src, item)
+		switch {
+		case w.kind == literal:
+			sc.assigned(name, dirty, &w.text)
+		case w.kind == pattern && w.glob != "":
+			sc.globs[name] = true
+			sc.assigned(name, dirty, &w.glob)
+		default:
+			sc.assigned(name, dirty, nil)
+		}
 	}
 }
 
@@ -289,7 +324,11 @@ func (sc *scope) collect(a *analyzer, src string, file *syntax.File) {
 			sc.declared(src, n)
 		case *syntax.WordIter:
 			// for i; iterates over "$@": values from elsewhere.
-			sc.assigned(n.Name.Value, !n.InPos.IsValid() || !a.allClean(src, n.Items), nil)
+			if !n.InPos.IsValid() {
+				sc.assigned(n.Name.Value, true, nil)
+			} else {
+				sc.iterated(a, src, n)
+			}
 		case *syntax.BinaryArithm:
 			if isArithmAssign(n.Op) {
 				if name := arithmName(n.X); name != "" {
@@ -306,6 +345,8 @@ func (sc *scope) collect(a *analyzer, src string, file *syntax.File) {
 			}
 			prog := a.wordOf(src, n.Args[0])
 			switch prog.text {
+			case "cd", "pushd", "popd":
+				sc.movesDir = true
 			case "read", "mapfile", "readarray", "getopts", "printf", "wait":
 				for _, w := range n.Args[1:] {
 					if t := a.wordOf(src, w); t.kind == literal {
@@ -506,6 +547,14 @@ func (a *analyzer) numericSubst(src string, cs *syntax.CmdSubst) bool {
 		return false
 	}
 	s := cs.Stmts[0]
+	for {
+		// a pipeline's output is its last command's: ls | wc -l
+		b, ok := s.Cmd.(*syntax.BinaryCmd)
+		if !ok || b.Op != syntax.Pipe || s.Negated || s.Background || s.Coprocess || len(s.Redirs) > 0 {
+			break
+		}
+		s = b.Y
+	}
 	call, ok := s.Cmd.(*syntax.CallExpr)
 	if !ok || len(call.Assigns) > 0 || s.Negated || s.Background || s.Coprocess || len(call.Args) == 0 {
 		return false
@@ -540,12 +589,14 @@ func (a *analyzer) numericSubst(src string, cs *syntax.CmdSubst) bool {
 
 // numericShape matches argv against a shape: literal words, and the
 // placeholders <file> (one operand), <files> (any number), <pattern> (one
-// word), <number> and <numbers> (numeric literals).
+// word), <number> and <numbers> (numeric literals), <words> (any words).
 func numericShape(shape, argv []string) bool {
 	if len(shape) == 0 {
 		return len(argv) == 0
 	}
 	switch shape[0] {
+	case "<words>":
+		return len(shape) == 1 // any operands or options: the output is still a count
 	case "<files>":
 		for _, w := range argv {
 			if strings.HasPrefix(w, "-") {
@@ -649,6 +700,28 @@ func (a *analyzer) prefixAssigns(ctx leafCtx, src string, call *syntax.CallExpr,
 	}
 }
 
+// numberValues reports a declaration whose every value is a literal
+// number (declare -i n=5) and whose variables the script assigns nowhere
+// else: arithmetic on them evaluates nothing else.
+func (a *analyzer) numberValues(src string, d *syntax.DeclClause) bool {
+	for _, as := range d.Args {
+		if as.Naked || as.Value == nil && as.Array == nil {
+			continue
+		}
+		if as.Array != nil || as.Index != nil {
+			return false
+		}
+		if v := a.wordOf(src, as.Value); v.kind != literal || !isNumber(v.text) {
+			return false
+		}
+		// every later assignment is arithmetic: none may come from elsewhere
+		if as.Name == nil || a.sc == nil || a.sc.vars[as.Name.Value] || len(a.sc.values[as.Name.Value]) != 1 {
+			return false
+		}
+	}
+	return true
+}
+
 // declClause checks declare/local/export/readonly/typeset as bash parses
 // them: -i and -n make values arithmetic or names; names and values are
 // assignments.
@@ -658,7 +731,7 @@ func (a *analyzer) declClause(src string, d *syntax.DeclClause) {
 		if as.Naked && as.Name == nil {
 			v := a.wordOf(src, as.Value)
 			if v.kind == literal && (strings.HasPrefix(v.text, "-") || strings.HasPrefix(v.text, "+")) {
-				if strings.ContainsAny(v.text, "in") {
+				if strings.ContainsRune(v.text, 'n') || strings.ContainsRune(v.text, 'i') && !a.numberValues(src, d) {
 					a.unseen(d.Variant.Value+" "+v.text+" (values evaluated as arithmetic or names)", ctx.src)
 				}
 				continue

@@ -13,8 +13,10 @@ type word struct {
 	text string
 	kind wordKind
 	// pattern is, for a glob or brace word, a regular expression matching
-	// every string it could expand to (compiled when a rule needs it).
+	// every string it could expand to (compiled when a rule needs it);
+	// glob is the word as a glob, its quoted parts escaped.
 	pattern string
+	glob    string
 	// home: an opaque word only because it starts with ~ (a path under a
 	// home directory), not a substitution.
 	home bool
@@ -22,6 +24,21 @@ type word struct {
 	// expands to, when the script assigns those variables only literal
 	// values (f=.env; cat $f); nil when it is not known.
 	values []string
+	// globValues: some of values are globs (a for loop's variable over
+	// src/*), each standing for every name it matches.
+	globValues bool
+	// found are the starting points of a find whose names this word is
+	// at run time ({} of -exec, or xargs reading find's output): any
+	// name in the trees under them.
+	found []word
+	// names is the glob the last segment of every name a find prints
+	// matches, for {} and xargs' input (find . -name '*.go' -exec … {} +).
+	names string
+	// only is the glob (lower case for -iname) every found name's last
+	// segment matches, when find's expression requires one.
+	only string
+	// procSubst: the word is <(…), a file a command's output fills.
+	procSubst bool
 }
 
 type wordKind uint8
@@ -50,7 +67,7 @@ func wordOf(src string, w *syntax.Word) word {
 		return out
 	}
 	if re, ok := globPattern(w); ok {
-		out.kind, out.pattern = pattern, re
+		out.kind, out.pattern, out.glob = pattern, re, globText(w)
 		return out
 	}
 	// Fields does bash's quote and backslash removal (c\url is curl).
@@ -69,8 +86,32 @@ func wordOf(src string, w *syntax.Word) word {
 // variables are known.
 func (a *analyzer) word(src string, w *syntax.Word) word {
 	out := a.wordOf(src, w)
+	if out.kind == opaque && w != nil && len(w.Parts) == 1 {
+		if p, ok := w.Parts[0].(*syntax.ProcSubst); ok {
+			out.values = []string{"/dev/fd/63"} // a pipe, named by its descriptor
+			out.procSubst = p.Op == syntax.CmdIn
+			return out
+		}
+	}
+	if out.kind == opaque && w != nil && len(w.Parts) == 1 {
+		// $(find … -name '*.go'): the names find prints
+		if cs, ok := w.Parts[0].(*syntax.CmdSubst); ok && len(cs.Stmts) == 1 {
+			if f, ok := a.findOutput(src, cs.Stmts[0]); ok {
+				f.text = out.text
+				return f
+			}
+		}
+	}
 	if out.kind == opaque && !out.home && w != nil && a.sc != nil {
 		out.values = a.sc.expand(w.Parts, 16)
+		if out.values != nil {
+			syntax.Walk(w, func(n syntax.Node) bool {
+				if p, ok := n.(*syntax.ParamExp); ok && p.Param != nil && a.sc.globs[p.Param.Value] {
+					out.globValues = true
+				}
+				return true
+			})
+		}
 	}
 	return out
 }
@@ -120,13 +161,27 @@ func (sc *scope) expand(parts []syntax.WordPart, max int) []string {
 				return nil
 			}
 			alts = []string{p.Value}
+		case *syntax.ArithmExp:
+			alts = []string{"0"} // digits, whatever the arithmetic (its own words are judged as such)
 		case *syntax.DblQuoted:
 			inner := sc.expand(p.Parts, max)
 			if inner == nil {
 				return nil
 			}
 			alts = inner
+		case *syntax.CmdSubst:
+			if sc.movesDir || sc.names["pwd"] || !pwdCommand(p) {
+				return nil
+			}
+			alts = []string{"."} // the cwd, which the call's paths are resolved against
 		case *syntax.ParamExp:
+			if p.Param != nil && p.Param.Value == "PWD" && !sc.movesDir && p.Exp == nil && p.Index == nil && p.Slice == nil && p.Repl == nil &&
+				!p.Excl && !p.Length && p.Names == 0 {
+				if _, assigned := sc.vars["PWD"]; !assigned {
+					alts = []string{"."}
+					break
+				}
+			}
 			if p.Param == nil || p.Excl || p.Length || p.Index != nil || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Names != 0 {
 				return nil
 			}
@@ -137,7 +192,7 @@ func (sc *scope) expand(parts []syntax.WordPart, max int) []string {
 					break
 				}
 			}
-			if d, ok := sc.vars[name]; !ok || d || len(sc.values[name]) == 0 {
+			if _, ok := sc.vars[name]; !ok || len(sc.values[name]) == 0 || sc.opaqueValues[name] {
 				return nil
 			}
 			alts = sc.values[name]
@@ -149,6 +204,25 @@ func (sc *scope) expand(parts []syntax.WordPart, max int) []string {
 		}
 	}
 	return out
+}
+
+// pwdCommand reports $(pwd), $(pwd -P) and $(pwd -L): the working
+// directory.
+func pwdCommand(cs *syntax.CmdSubst) bool {
+	if len(cs.Stmts) != 1 || len(cs.Stmts[0].Redirs) > 0 || cs.Stmts[0].Negated || cs.Stmts[0].Background {
+		return false
+	}
+	call, ok := cs.Stmts[0].Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Assigns) > 0 || len(call.Args) == 0 || len(call.Args) > 2 {
+		return false
+	}
+	for i, w := range call.Args {
+		lit := w.Lit()
+		if i == 0 && lit != "pwd" || i == 1 && lit != "-P" && lit != "-L" {
+			return false
+		}
+	}
+	return true
 }
 
 // tilde reports a word starting with an unquoted ~ (a home directory).

@@ -2,6 +2,7 @@ package envguard
 
 import (
 	"fmt"
+	"path"
 	"regexp"
 	"strings"
 
@@ -244,9 +245,27 @@ func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error
 		w, ok = c.wrappers[canon]
 	}
 	if !ok {
+		a.madeFiles(ctx, name, canon, args)
 		return nil
 	}
 	return a.wrap(ctx, name, w, args, depth)
+}
+
+// madeFiles judges the files a process substitution makes for a program
+// that runs no command of its own: only a program of the data_readers
+// table reads one as data; any other may run what it holds (make -f
+// <(…), a build tool's config).
+func (a *analyzer) madeFiles(ctx leafCtx, name, canon string, args []word) {
+	c := a.t.tables()
+	if c.dataReaders[name] || c.dataReaders[canon] {
+		return
+	}
+	for _, w := range args {
+		if w.procSubst {
+			a.unseen(name+" given a file a process substitution makes ("+clip(w.text)+"), which it may run", ctx.src)
+			return
+		}
+	}
 }
 
 // subRunner reports a runner of one subcommand ("npm exec", "docker
@@ -378,7 +397,7 @@ func (a *analyzer) wrap(ctx leafCtx, name string, w wrapper, args []word, depth 
 		}
 	}
 	if name == "xargs" && rest >= len(args) {
-		return a.leaf(ctx, Leaf{}, xargsCommand(opts, []word{{text: "echo", kind: literal}}), depth)
+		return a.leaf(ctx, Leaf{}, xargsCommand(opts, []word{{text: "echo", kind: literal}}, a.xargsInput(ctx, opts)), depth)
 	}
 	if rest >= len(args) || w.files {
 		if w.shell && len(values(opts, w.scripts...)) == 0 {
@@ -388,7 +407,7 @@ func (a *analyzer) wrap(ctx leafCtx, name string, w wrapper, args []word, depth 
 	}
 	inner := args[rest:]
 	if name == "xargs" {
-		inner = xargsCommand(opts, inner)
+		inner = xargsCommand(opts, inner, a.xargsInput(ctx, opts))
 	}
 	return a.leaf(ctx, Leaf{}, inner, depth)
 }
@@ -419,8 +438,7 @@ func (a *analyzer) envAssign(ctx leafCtx, w word) {
 // xargsCommand is the command xargs runs: its words, with what it reads
 // from stdin appended (or put in place of -I's replacement string), and
 // echo when none is named.
-func xargsCommand(opts []opt, inner []word) []word {
-	stdin := word{text: "<xargs input>", kind: opaque}
+func xargsCommand(opts []opt, inner []word, stdin word) []word {
 	repl := ""
 	for _, o := range opts {
 		switch o.name {
@@ -443,11 +461,69 @@ func xargsCommand(opts []opt, inner []word) []word {
 	out := make([]word, len(inner))
 	for i, w := range inner {
 		out[i] = w
-		if strings.Contains(w.text, repl) {
+		if w.text == repl {
+			out[i] = stdin
+		} else if strings.Contains(w.text, repl) {
 			out[i] = word{text: w.text, kind: opaque}
 		}
 	}
 	return out
+}
+
+// xargsInput is the word xargs' input stands for (stdinNames), or anything
+// when it reads a file of its own.
+func (a *analyzer) xargsInput(ctx leafCtx, opts []opt) word {
+	if has(opts, "-a", "--arg-file") {
+		return word{text: "<xargs input>", kind: opaque}
+	}
+	return a.stdinNames(ctx)
+}
+
+// stdinNames is the word for names a program reads from its stdin: the
+// names find prints when find's output is piped to it; nothing when stdin
+// is the tool's own; else anything.
+func (a *analyzer) stdinNames(ctx leafCtx) word {
+	if !ctx.stdinPiped && !ctx.stdinFile {
+		// the tool's own stdin, which holds no file names the command made
+		return word{text: "<xargs input>", kind: pattern, pattern: "^.*$"}
+	}
+	if ctx.producer != nil {
+		if w, ok := a.findOutput(ctx.producerSrc, ctx.producer); ok {
+			return w
+		}
+	}
+	return word{text: "<xargs input>", kind: opaque}
+}
+
+// findOutput is the word for what a find statement prints: its names
+// (findFound), when it prints nothing else and is redirected nowhere.
+func (a *analyzer) findOutput(src string, s *syntax.Stmt) (word, bool) {
+	if len(s.Redirs) > 0 || s.Negated || s.Background {
+		return word{}, false
+	}
+	call, ok := s.Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Args) == 0 || len(call.Assigns) > 0 {
+		return word{}, false
+	}
+	words := make([]word, len(call.Args))
+	for i, w := range call.Args {
+		words[i] = a.wordOf(src, w)
+		if words[i].kind == opaque {
+			return word{}, false
+		}
+	}
+	if words[0].kind != literal || a.t.canonicalName(path.Base(words[0].text)) != "find" || a.sc != nil && a.sc.names[words[0].text] {
+		return word{}, false
+	}
+	for _, w := range words[1:] {
+		switch w.text {
+		case "-printf", "-fprintf", "-ls", "-fls", "-exec", "-execdir", "-ok", "-okdir", "-print0":
+			return word{}, false // prints more than the names, or runs a command
+		}
+	}
+	w := findFound(words[1:])
+	w.text = "<names find prints>"
+	return w, true
 }
 
 // positional finds a script's use of its positional parameters ($@, $*,
@@ -485,8 +561,13 @@ func shellQuote(s string) string {
 }
 
 // findExec records the commands of find's -exec, -execdir, -ok and -okdir,
-// each ended by ";" or "+"; {} is a file name found at run time.
+// each ended by ";" or "+"; {} is a file name found at run time. -delete
+// writes (removes) every name found.
 func (a *analyzer) findExec(ctx leafCtx, args []word, depth int) error {
+	found := findFound(args)
+	if hasAnyLiteral(args, "-delete") {
+		a.use(ctx, pathUse{w: found, write: true, what: "find -delete removing"})
+	}
 	for i := 0; i < len(args); i++ {
 		switch args[i].text {
 		case "-exec", "-execdir", "-ok", "-okdir":
@@ -499,7 +580,7 @@ func (a *analyzer) findExec(ctx leafCtx, args []word, depth int) error {
 				if w.text == "{}" {
 					// A path found: it starts with its starting point, which
 					// find never takes from a word starting with "-".
-					w = word{text: w.text, kind: pattern, pattern: "^[^-].*$"}
+					w = found
 				} else if strings.Contains(w.text, "{}") {
 					w = word{text: w.text, kind: opaque}
 				}
@@ -512,6 +593,53 @@ func (a *analyzer) findExec(ctx leafCtx, args []word, depth int) error {
 		}
 	}
 	return nil
+}
+
+// findFound is the word {} stands for in find's -exec, and xargs' input
+// from find: any name in the trees under the starting points — whose last
+// segment matches the -name or -iname pattern the whole expression
+// requires, when it requires one.
+func findFound(args []word) word {
+	w := word{text: "{}", kind: pattern, pattern: "^[^-].*$"}
+	var roots []word
+	i := 0
+	for ; i < len(args); i++ {
+		t := args[i]
+		if t.kind == literal && (strings.HasPrefix(t.text, "-") || t.text == "(" || t.text == "!") {
+			break
+		}
+		roots = append(roots, t)
+	}
+	if len(roots) == 0 {
+		roots = []word{{text: ".", kind: literal}}
+	}
+	constraint, only := "", ""
+	for j := i; j < len(args); j++ {
+		t := args[j]
+		if t.kind != literal {
+			constraint = ""
+			break
+		}
+		switch t.text {
+		case "-o", "-or", "!", "-not", ",", "(", ")":
+			constraint, only = "", "" // an alternative or a negation: no pattern binds every name
+			j = len(args)
+		case "-name", "-iname":
+			// (-path's * spans slashes: it binds no one segment)
+			if j+1 < len(args) && args[j+1].kind == literal && constraint == "" {
+				constraint = args[j+1].text
+				only = constraint
+				if t.text == "-iname" {
+					only = strings.ToLower(only)
+				}
+			}
+			j++
+		case "-exec", "-execdir", "-ok", "-okdir":
+			j = len(args) // the expression's tests come before
+		}
+	}
+	w.names, w.only, w.found = constraint, only, roots
+	return w
 }
 
 // watch runs its operands joined by spaces through sh -c, or (with -x) as

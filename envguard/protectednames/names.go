@@ -142,6 +142,21 @@ func New(names []string) *Set {
 // Empty reports whether the set protects nothing.
 func (s *Set) Empty() bool { return s == nil || len(s.names) == 0 }
 
+// Directories reports a listed name written as a directory (a trailing
+// "/") or as a path of several segments: a name inside one may be reached
+// from a directory the caller cannot see.
+func (s *Set) Directories() bool {
+	if s == nil {
+		return false
+	}
+	for _, e := range s.names {
+		if e.absolute || len(e.keys) > 1 || strings.HasSuffix(e.name, "/") || strings.HasSuffix(e.name, `\`) {
+			return true
+		}
+	}
+	return false
+}
+
 // Names are the names of the set, as listed.
 func (s *Set) Names() []string {
 	if s == nil {
@@ -209,16 +224,21 @@ func split(p string) []string {
 }
 
 // GlobCouldMatch returns the first listed name whose last segment some
-// segment of glob could match (".env", "*.env", ".e[n]v"; a segment of
-// only "*" is not counted, or "*" would reach every protected file). glob
-// has no braces left (expand them first). Both negations ([!x] and
-// ripgrep's [^x]) are negation; a segment no matcher can read matches.
-func (s *Set) GlobCouldMatch(glob string) (string, bool) {
+// segment of glob could match (".env", "*.env", ".e[n]v"). A segment of
+// only "*" is not counted — a shell's * does not match a leading dot, and
+// "*" would reach every protected file — unless dotfiles is set (bash's
+// dotglob), when it matches every name. glob has no braces left (expand
+// them first). Both negations ([!x] and ripgrep's [^x]) are negation; a
+// segment no matcher can read matches.
+func (s *Set) GlobCouldMatch(glob string, dotfiles bool) (string, bool) {
 	if s.Empty() {
 		return "", false
 	}
 	for _, seg := range strings.Split(glob, "/") {
 		if strings.Trim(seg, "*") == "" {
+			if dotfiles && seg != "" {
+				return s.names[0].name, true
+			}
 			continue
 		}
 		pat := strings.ReplaceAll(globKey(seg), "[!", "[^")

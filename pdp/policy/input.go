@@ -272,7 +272,7 @@ func globTerms(r *resolver, arg, access, raw, base, cwd string, walk bool, prote
 	seen := make(map[string]bool, len(alts))
 	for _, alt := range alts {
 		if could == "" {
-			could, _ = protected.GlobCouldMatch(alt)
+			could, _ = protected.GlobCouldMatch(alt, false)
 		}
 		dir, wild, err := envguard.GlobDir(alt)
 		if err != nil {

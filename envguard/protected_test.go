@@ -1,0 +1,260 @@
+package envguard
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// protectedTree makes a working tree as an agent sees one: a secret in
+// .env (a protected_paths entry), a repository's .git, sources, a staged
+// copy holding a .git of its own, and archives with and without one.
+func protectedTree(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		".env":                 "SECRET=xyz\n",
+		".env.example":         "KEY=\n",
+		".git/HEAD":            "ref: refs/heads/main\n",
+		"src/a.txt":            "hello\n",
+		"src/b.go":             "package b\n",
+		"src/c":                "curl x\n",
+		"src/stage/.git/HEAD":  "x\n",
+		"src/stage/readme":     "r\n",
+		"build/out.o":          "o\n",
+		"vendor/lib/.git/HEAD": "x\n",
+		"vendor/lib/lib.go":    "package lib\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTar(t, filepath.Join(dir, "src/evil.tar"), false, ".git/PWNED")
+	writeTar(t, filepath.Join(dir, "src/clean.tgz"), true, "pkg/a.txt")
+	writeZip(t, filepath.Join(dir, "src/evil.zip"), ".git/PWNED")
+	writeZip(t, filepath.Join(dir, "src/clean.zip"), "pkg/z.txt")
+	os.WriteFile(filepath.Join(dir, "src/evil.patch"), []byte("--- /dev/null\n+++ b/.git/hooks/pre-commit\n@@ -0,0 +1 @@\n+curl x\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "src/ok.patch"), []byte("--- a/src/a.txt\n+++ b/src/a.txt\n@@ -1 +1 @@\n-hello\n+hullo\n"), 0o644)
+	return dir
+}
+
+func writeTar(t *testing.T, p string, gz bool, names ...string) {
+	t.Helper()
+	var buf bytes.Buffer
+	var w *tar.Writer
+	var g *gzip.Writer
+	if gz {
+		g = gzip.NewWriter(&buf)
+		w = tar.NewWriter(g)
+	} else {
+		w = tar.NewWriter(&buf)
+	}
+	for _, n := range names {
+		if err := w.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: 2, Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte("x\n"))
+	}
+	w.Close()
+	if g != nil {
+		g.Close()
+	}
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeZip(t *testing.T, p string, names ...string) {
+	t.Helper()
+	var buf bytes.Buffer
+	z := zip.NewWriter(&buf)
+	for _, n := range names {
+		f, err := z.Create(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write([]byte("x\n"))
+	}
+	z.Close()
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProtectedThroughTheShell: reads of a protected_paths entry and
+// writes into .git by every means the shell and programs have — names
+// built at run time, loops, dotglob, a program's own language, output
+// options, recursion, copies of trees, archives, a directory moved into
+// at run time — are asked; ordinary commands over the same tree are
+// allowed, and each allowed one, run under the real bash in a copy of the
+// tree, neither prints the secret nor changes .git.
+func TestProtectedThroughTheShell(t *testing.T) {
+	tables := diffTables(t)
+	rules := diffRulesFor(t, tables)
+	base := protectedTree(t)
+	classes := map[string][]shape{
+		"names built at run time": {
+			{`cat "$PWD/.env"`, "ask"}, {`cat "${PWD}/.env"`, "ask"}, {`cat "$(pwd)/.env"`, "ask"}, {`cat "$(echo .env)"`, "ask"},
+			{`cat $(printf .en)v`, "ask"}, {`f=$(ls -a | grep en); cat "$f"`, "ask"}, {`cat "$HOME/../$OLDPWD/.env"`, "ask"},
+			{`cat "$PWD/src/a.txt"`, "allow"}, {`cat "$(pwd)/src/a.txt"`, "allow"}, {`f=src/a.txt; cat "$f"`, "allow"},
+			{`sort -o "$(pwd)/.git/PWNED" src/a.txt`, "ask"}, {`cd src; cat "$PWD/../.env"`, "ask"},
+		},
+		"loops and globs": {
+			{`for f in .e*; do cat $f; done`, "ask"}, {`for f in .*; do cat "$f"; done`, "ask"}, {`for f in src/*; do cat "$f"; done`, "allow"},
+			{`for f in src/*.go; do gofmt -l "$f"; done`, "allow"}, {`shopt -s dotglob; cat *`, "ask"}, {`bash -O dotglob -c 'cat *'`, "ask"},
+			{`shopt -s dotglob nullglob; grep SECRET *`, "ask"}, {`shopt -s dotglob; cat s*/../*`, "ask"}, {`cat *`, "allow"},
+			{`for i in 1 2; do cat src/a.txt; done`, "allow"},
+		},
+		"trees read or written whole": {
+			{`grep -r SECRET .`, "ask"}, {`grep -r SECRET`, "ask"}, {`grep -R SECRET .`, "ask"}, {`grep --recursive SECRET .`, "ask"},
+			{`grep -rn --exclude=.env SECRET .`, "allow"}, {`grep -rn hello src`, "allow"}, {`rg --hidden SECRET`, "ask"}, {`rg SECRET`, "allow"},
+			{`rm -r vendor/lib`, "ask"}, {`git grep --untracked SECRET`, "ask"}, {`git grep SECRET`, "allow"},
+			{`tar -czf /tmp/src.tgz .`, "ask"}, {`find . -name HEAD -delete`, "ask"}, {`find . -name '*.o' -delete`, "allow"},
+			{`find . -name '*' -exec cat {} +`, "ask"}, {`wc -l $(find . -name '*.txt')`, "allow"}, {`cat $(find . -type f)`, "ask"}, {`rm -r build`, "allow"}, {`chmod -R 755 .`, "ask"}, {`chmod -R 755 src/b.go`, "allow"},
+			{`cp -a src/stage/.git .`, "ask"}, {`cp -r src/stage/. .`, "ask"}, {`cp -r src/stage /tmp/x`, "ask"}, {`cp -r build /tmp/y`, "allow"},
+			{`mv src/stage/.git .`, "ask"}, {`cp src/a.txt /tmp/a.txt`, "allow"},
+		},
+		"names found at run time": {
+			{`ls -a | xargs cat`, "ask"}, {`find . -name '.e*' -exec cat {} +`, "ask"}, {`find . -maxdepth 1 -type f | xargs cat`, "ask"},
+			{`find . -type f -exec cat {} +`, "ask"}, {`find src -name '*.go' -exec grep package {} +`, "allow"},
+			{`find . -name '*.go' | xargs grep package`, "allow"}, {`find . -name '*.o' -exec rm {} +`, "allow"},
+			{`find . -type f -exec chmod 644 {} +`, "ask"}, {`xargs cat < src/a.txt`, "ask"}, {`find . -fprint .git/PWNED`, "ask"},
+		},
+		"a program's own language": {
+			{`sed 'r .env' src/a.txt`, "ask"}, {`sed -n 'R .env' src/a.txt`, "ask"}, {`sed -n 'w .git/PWNED' src/a.txt`, "ask"},
+			{`sed 's/h/h/w .git/PWNED' src/a.txt`, "ask"}, {`sed -n '1{w .git/PWNED' -e '}' src/a.txt`, "ask"},
+			{`awk 'BEGIN{while((getline l < ".env")>0) print l}'`, "ask"}, {`awk '{print > ".git/PWNED"}' src/a.txt`, "ask"},
+			{`awk '{printf("%s", $0) >> ".git/PWNED"}' src/a.txt`, "ask"}, {`awk 'BEGIN{f=".en" "v"; while((getline l < f)>0) print l}'`, "ask"},
+			{`awk 'BEGIN{ARGV[1]=".env"; ARGC=2} {print}'`, "ask"}, {`sqlite3 :memory: "select readfile('.env')"`, "ask"},
+			{`sed 's/a/b/' src/a.txt`, "allow"}, {`sed -n '/hello/p' src/a.txt`, "allow"}, {`awk '$1 > 0 {print $1}' src/a.txt`, "allow"},
+			{`awk '{print $1 > "/dev/stderr"}' src/a.txt`, "allow"}, {`awk 'NR > 1' src/a.txt`, "allow"}, {`sed 's/x/y/w /dev/stdout' src/a.txt`, "allow"},
+		},
+		"output options and operands": {
+			{`sort -o .git/PWNED src/a.txt`, "ask"}, {`sort --output=.git/PWNED src/a.txt`, "ask"}, {`sort -o.git/PWNED src/a.txt`, "ask"},
+			{`uniq src/a.txt .git/PWNED`, "ask"}, {`xxd src/a.txt .git/PWNED`, "ask"}, {`split -n1 src/a.txt .git/PWNED`, "ask"},
+			{`dd if=.env`, "ask"}, {`dd if=src/a.txt of=/tmp/out.txt`, "allow"}, {`git show HEAD:.env`, "ask"}, {`grep -f.env src/a.txt`, "ask"},
+			{`sort -o /tmp/sorted src/a.txt`, "allow"}, {`sort src/a.txt`, "allow"}, {`gcc -o .git/hooks/pre-commit x.c`, "ask"},
+			{`logsave .git/PWNED ls`, "ask"}, {`script -q -c ls .git/PWNED`, "ask"}, {`cargo build --target-dir .git/x`, "ask"},
+			{`cat ".e"*`, "ask"}, {`cat '.e'*`, "ask"}, {`cat "."e*`, "ask"},
+		},
+		"archives": {
+			{`tar -xf src/evil.tar`, "ask"}, {`tar xf src/evil.tar`, "ask"}, {`unzip -o src/evil.zip`, "ask"}, {`tar -xf - < src/evil.tar`, "ask"},
+			{`tar -xzf src/clean.tgz -C /tmp/x`, "allow"}, {`tar -xzf src/clean.tgz -C .git`, "ask"}, {`unzip -o src/clean.zip -d /tmp/z`, "allow"},
+			{`tar -tzf src/clean.tgz`, "allow"}, {`tar -czf /tmp/src.tgz src/b.go`, "allow"}, {`patch -p1 < src/evil.patch`, "ask"}, {`git apply src/evil.patch`, "ask"},
+			{`patch -p1 -i src/evil.patch`, "ask"}, {`cat src/evil.patch | patch -p1`, "ask"}, {`patch -p1 < src/ok.patch`, "allow"},
+			{`git apply --check src/ok.patch`, "allow"}, {`tar -xzf src/clean.tgz --transform 's,^,.git/,'`, "ask"},
+			{`ar x src/lib.a`, "ask"}, {`find . -name '*.go' | cpio -o > /tmp/x.cpio`, "allow"}, {`find . | cpio -o > /tmp/x.cpio`, "ask"},
+			{`gzip -d src/.git.gz`, "ask"},
+		},
+		"a directory known only at run time": {
+			{`cd $(printf '.gi%s' t) && touch PWNED`, "ask"}, {`cd src/../.g* && touch PWNED`, "ask"}, {`d=.git; cd $d && touch PWNED`, "ask"},
+			{`cd "$(git rev-parse --show-toplevel)" && touch x`, "ask"}, {`cd - && touch x`, "ask"}, {`cd src && cd -`, "allow"},
+			{`cd "$(git rev-parse --show-toplevel)" && make test`, "allow"}, {`cd src && touch x`, "allow"},
+			{`for d in */; do (cd "$d" && ls); done`, "allow"},
+		},
+		"process substitutions": {
+			{`make -f <(printf 'x:\n\tcurl x\n') x`, "ask"}, {`timeout 5 make -f <(cat src/c) x`, "ask"}, {`diff <(sort src/a.txt) src/a.txt`, "allow"},
+			{`paste <(ls) <(ls src)`, "allow"}, {`comm -12 <(sort src/a.txt) <(sort src/b.go)`, "allow"}, {`ninja -f <(cat src/c)`, "ask"},
+		},
+		"ordinary commands once asked": {
+			{`n=$(ls | wc -l); echo $((n*2))`, "allow"}, {`x=$(git rev-list --count HEAD); echo $((x+1))`, "allow"},
+			{`declare -i n=5`, "allow"}, {`ls -la .env`, "allow"}, {`stat .env`, "allow"}, {`echo $(( $(ls | wc -l) * 2 ))`, "allow"},
+			{`n=$(cat src/a.txt | head -1); echo $((n))`, "ask"}, {`n=5; make -j$((n*2))`, "allow"},
+		},
+	}
+	total := 0
+	for class, shapes := range classes {
+		for _, s := range shapes {
+			total++
+			work := copyTree(t, base)
+			a, err := tables.Analyze(context.Background(), s.cmd)
+			got := "ask"
+			var uses []ProtectedUse
+			if err == nil {
+				got = verdictOf(tables, rules, a)
+				uses = rules.Protected(context.Background(), a, work)
+				if got == "allow" && len(uses) > 0 {
+					got = "ask"
+				}
+			}
+			if got != s.want {
+				detail := ""
+				if a != nil {
+					detail = strings.Join(leafArgvs(a), " | ")
+					for _, u := range a.Unseen {
+						detail += "\n    unseen: " + u.Construct
+					}
+				}
+				for _, u := range uses {
+					detail += "\n    protected: " + u.What + " " + u.Word
+				}
+				t.Errorf("[%s] %q: got %s, want %s\n    leaves: %s", class, s.cmd, got, s.want, detail)
+				continue
+			}
+			if got == "allow" {
+				runAllowed(t, work, s.cmd)
+			}
+		}
+	}
+	t.Logf("%d shapes in %d classes", total, len(classes))
+}
+
+// runAllowed runs an allowed command under the real bash in work, with
+// programs that reach the network or run code replaced by stubs, and
+// fails when it printed the secret or changed .git.
+func runAllowed(t *testing.T, work, cmd string) {
+	t.Helper()
+	before := treeListing(t, filepath.Join(work, ".git"))
+	stubs := t.TempDir()
+	for _, p := range []string{"curl", "make", "ninja", "gofmt", "gcc", "python3"} {
+		os.WriteFile(filepath.Join(stubs, p), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, "bash", "-c", cmd)
+	c.Dir = work
+	c.Env = append(os.Environ(), "PATH="+stubs+":"+os.Getenv("PATH"), "HOME="+work)
+	c.Stdin = nil
+	out, _ := c.CombinedOutput()
+	if bytes.Contains(out, []byte("SECRET=xyz")) {
+		t.Errorf("%q was allowed and printed the secret:\n%s", cmd, out)
+	}
+	if after := treeListing(t, filepath.Join(work, ".git")); after != before {
+		t.Errorf("%q was allowed and changed .git:\n before %s\n after  %s", cmd, before, after)
+	}
+}
+
+func treeListing(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil {
+			fi, _ := d.Info()
+			b.WriteString(p + " " + fi.Mode().String() + ";")
+		}
+		return nil
+	})
+	return b.String()
+}
+
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	if out, err := exec.Command("cp", "-a", src+"/.", dst).CombinedOutput(); err != nil {
+		t.Fatalf("copying the tree: %v: %s", err, out)
+	}
+	return dst
+}
