@@ -90,14 +90,7 @@ func decideRealistic(b *testing.B, e *Engine) {
 // (so the decision cache holds only what the trace repeats), as the trace
 // harness (go run ./bench -trace) measures in process.
 func BenchmarkDecideTrace(b *testing.B) {
-	f, err := decisiontest.Read("../../shared/traces/agent-sessions.json")
-	if err != nil {
-		b.Skip(err)
-	}
-	bdir, reqs, err := decisiontest.Replay(f, b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
+	bdir, reqs := decisiontest.ReplayOrSkip(b, "../../shared/traces/agent-sessions.json")
 	ctx := context.Background()
 	var e *Engine
 	b.ReportAllocs()

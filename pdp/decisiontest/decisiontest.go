@@ -18,6 +18,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -463,4 +464,20 @@ func Replay(f *File, dir string) (bundleDir string, reqs []*pb.DecideRequest, er
 		reqs = append(reqs, &req)
 	}
 	return bundleDir, reqs, nil
+}
+
+// ReplayOrSkip is Replay of the file at path under a temporary directory,
+// for a test or benchmark: skipped when the file cannot be read (a trace
+// kept outside the repository may be absent), failed on any other error.
+func ReplayOrSkip(tb testing.TB, path string) (bundleDir string, reqs []*pb.DecideRequest) {
+	tb.Helper()
+	f, err := Read(path)
+	if err != nil {
+		tb.Skip(err)
+	}
+	bundleDir, reqs, err = Replay(f, tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bundleDir, reqs
 }

@@ -15,14 +15,7 @@ import (
 // socket, 8 calls in flight, each iteration one Decide; a fresh server per
 // pass of the trace (as the trace harness starts a fresh process).
 func BenchmarkGRPCTrace(b *testing.B) {
-	f, err := decisiontest.Read("../../../shared/traces/agent-sessions.json")
-	if err != nil {
-		b.Skip(err)
-	}
-	bdir, reqs, err := decisiontest.Replay(f, b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
+	bdir, reqs := decisiontest.ReplayOrSkip(b, "../../../shared/traces/agent-sessions.json")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for done := 0; done < b.N; done += len(reqs) {
