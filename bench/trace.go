@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/toolpdp/toolpdp/internal/opafloor"
 	"github.com/toolpdp/toolpdp/pdp"
@@ -55,37 +54,13 @@ func traceRun(work, bin string) error {
 	if err != nil {
 		return err
 	}
-	root, err := filepath.EvalSymlinks(filepath.Join(work))
+	dir, err := filepath.EvalSymlinks(work)
 	if err != nil {
 		return err
 	}
-	root = filepath.Join(root, "root")
-	if err := decisiontest.MakeTree(f, root); err != nil {
-		return err
-	}
-	bdir := filepath.Join(work, "trace-bundle")
-	agents, err := json.Marshal(f.Agents)
+	bdir, reqs, err := decisiontest.Replay(f, dir)
 	if err != nil {
-		return err
-	}
-	for name, content := range map[string][]byte{
-		"agents/data.json": decisiontest.Sub(agents, root),
-		".manifest":        []byte(`{"revision": "trace", "roots": ["agents"]}`),
-	} {
-		if err := writeFile(filepath.Join(bdir, name), content); err != nil {
-			return err
-		}
-	}
-	var reqs []*pb.DecideRequest
-	for i, s := range f.Steps {
-		if s.Request == nil {
-			continue // a trace is requests; confirms and reloads are not replayed
-		}
-		var req pb.DecideRequest
-		if err := protojson.Unmarshal(decisiontest.Sub(s.Request, root), &req); err != nil {
-			return fmt.Errorf("%s: steps[%d].request: %w", *trace, i, err)
-		}
-		reqs = append(reqs, &req)
+		return fmt.Errorf("%s: %w", *trace, err)
 	}
 	if len(reqs) == 0 {
 		return fmt.Errorf("%s: no requests to replay", *trace)

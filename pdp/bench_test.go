@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolpdp/toolpdp/internal/opafloor"
 	"github.com/toolpdp/toolpdp/internal/testkit"
+	"github.com/toolpdp/toolpdp/pdp/decisiontest"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -82,6 +83,28 @@ func decideRealistic(b *testing.B, e *Engine) {
 			Args: testkit.Struct(b, map[string]any{"command": "cd src && go test ./... | tee out.txt"}),
 			Env:  map[string]string{"PATH": "/usr/bin", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "x", "GOFLAGS": "-mod=mod"}}, pb.Decision_DECISION_ALLOW)
 	})
+}
+
+// BenchmarkDecideTrace replays the shared agent-sessions trace in order,
+// one decision per iteration, each pass of its requests on a fresh engine
+// (so the decision cache holds only what the trace repeats), as the trace
+// harness (go run ./bench -trace) measures in process.
+func BenchmarkDecideTrace(b *testing.B) {
+	bdir, reqs := decisiontest.ReplayOrSkip(b, "../../shared/traces/agent-sessions.json")
+	ctx := context.Background()
+	var e *Engine
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%len(reqs) == 0 {
+			b.StopTimer()
+			e = benchEngine(b, 0, bdir)
+			b.StartTimer()
+		}
+		if _, err := e.Decide(ctx, "", reqs[i%len(reqs)]); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // BenchmarkOPAFloor is the cheapest OPA evaluation there is, a prepared

@@ -18,6 +18,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -425,3 +426,58 @@ func (e *Expect) check(resp *pb.DecideResponse, root string) []string {
 // ErrNoAgents is returned by Check for a file with agents of its own run
 // against a bundle: its agents are the bundle's.
 var ErrNoAgents = errors.New("agents: a decision test in a bundle runs against the bundle's own agent definitions; remove the agents key")
+
+// Replay lays out f for replaying its requests: its tree under dir/root,
+// its agents as a bundle in dir/bundle (as the conformance test writes
+// them), and its requests with $ROOT substituted, in order. Confirms and
+// reloads are not requests and are left out.
+func Replay(f *File, dir string) (bundleDir string, reqs []*pb.DecideRequest, err error) {
+	root := filepath.Join(dir, "root")
+	if err := MakeTree(f, root); err != nil {
+		return "", nil, err
+	}
+	bundleDir = filepath.Join(dir, "bundle")
+	agents, err := json.Marshal(f.Agents)
+	if err != nil {
+		return "", nil, err
+	}
+	for name, content := range map[string][]byte{
+		"agents/data.json": Sub(agents, root),
+		".manifest":        []byte(`{"revision": "trace", "roots": ["agents"]}`),
+	} {
+		p := filepath.Join(bundleDir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", nil, err
+		}
+		if err := os.WriteFile(p, content, 0o644); err != nil {
+			return "", nil, err
+		}
+	}
+	for i, s := range f.Steps {
+		if s.Request == nil {
+			continue
+		}
+		var req pb.DecideRequest
+		if err := protojson.Unmarshal(Sub(s.Request, root), &req); err != nil {
+			return "", nil, fmt.Errorf("steps[%d].request: %w", i, err)
+		}
+		reqs = append(reqs, &req)
+	}
+	return bundleDir, reqs, nil
+}
+
+// ReplayOrSkip is Replay of the file at path under a temporary directory,
+// for a test or benchmark: skipped when the file cannot be read (a trace
+// kept outside the repository may be absent), failed on any other error.
+func ReplayOrSkip(tb testing.TB, path string) (bundleDir string, reqs []*pb.DecideRequest) {
+	tb.Helper()
+	f, err := Read(path)
+	if err != nil {
+		tb.Skip(err)
+	}
+	bundleDir, reqs, err = Replay(f, tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bundleDir, reqs
+}

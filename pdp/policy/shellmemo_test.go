@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,26 +18,7 @@ import (
 // resolved on every call: the same command in a cwd where its target is a
 // symlink to a protected name, then where it is a plain file, then back.
 func TestKeptAnalysisResolvesPathsPerCall(t *testing.T) {
-	snap, err := NewSnapshot(context.Background(), readDefault(t), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	linked, plain := filepath.Join(root, "linked"), filepath.Join(root, "plain")
-	for _, d := range []string{linked + "/.git", plain} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(".git/config", filepath.Join(linked, "x")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(plain, "x"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	snap, linked, plain := linkedAndPlain(t)
 	args, _ := structpb.NewStruct(map[string]any{"command": "echo hi > x"})
 	protected := func(cwd string) []any {
 		in, err := snap.Input(&pb.DecideRequest{ToolName: "Bash", Args: args, ExecutionPolicy: &pb.ExecutionPolicy{Cwd: cwd}})
@@ -106,4 +88,65 @@ func jsonOf(t *testing.T, v ast.Value) map[string]any {
 		t.Fatal(err)
 	}
 	return raw.(map[string]any)
+}
+
+// Concurrent decisions share a kept analysis and its terms: each still
+// gets the files its own cwd reaches (run under -race).
+func TestKeptAnalysisSharedConcurrently(t *testing.T) {
+	snap, linked, plain := linkedAndPlain(t)
+	args, _ := structpb.NewStruct(map[string]any{"command": "echo hi > x && ls | wc -l"})
+	errs := make(chan string, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 40 {
+				cwd, want := linked, 1
+				if (g+i)%2 == 1 {
+					cwd, want = plain, 0
+				}
+				in, err := snap.Input(&pb.DecideRequest{ToolName: "Bash", Args: args, ExecutionPolicy: &pb.ExecutionPolicy{Cwd: cwd}})
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				cmd := jsonOf(t, in)["command"].(map[string]any)
+				if got := cmd["protected"].([]any); len(got) != want || len(cmd["leaves"].([]any)) != 3 {
+					errs <- fmt.Sprintf("in %s: %v", cwd, cmd)
+					return
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for range 8 {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
+	}
+}
+
+// linkedAndPlain is a snapshot of the default policy and two directories
+// holding x: in linked a symlink to .git/config, in plain a file.
+func linkedAndPlain(t *testing.T) (snap *Snapshot, linked, plain string) {
+	t.Helper()
+	snap, err := NewSnapshot(context.Background(), readDefault(t), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked, plain = filepath.Join(root, "linked"), filepath.Join(root, "plain")
+	for _, d := range []string{linked + "/.git", plain} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(".git/config", filepath.Join(linked, "x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(plain, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return snap, linked, plain
 }

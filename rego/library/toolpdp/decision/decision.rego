@@ -14,12 +14,17 @@ import rego.v1
 
 # Three paths, cheapest first. A refusal of the agent itself (unknown agent,
 # undeclared server, toolset off) and a custom tool stop at the permission
-# axis; so does a quiet call, which no scope or guardrail rule can touch.
+# axis; so does a quiet call: one no guardrail rule can touch whose paths
+# the scopes admit (no scope rule fires). Anything else combines all three
+# axes.
 result := single(permission.reason) if {
 	stops(permission.reason)
 } else := single(adjust(permission.reason)) if {
 	quiet
-} else := {"decision": d, "message": concat("; ", [r.message | some r in rs; r.effect == d; d != "allow"]), "reasons": rs, "execution": execution} if {
+	count(scope.reasons) == 0
+} else := combined
+
+combined := {"decision": d, "message": concat("; ", [r.message | some r in rs; r.effect == d; d != "allow"]), "reasons": rs, "execution": execution} if {
 	rs := array.concat([adjust(permission.reason)], [adjust(r) | some r in array.concat(sorted(scope.reasons), sorted(guardrails.reasons))])
 	d := most_restrictive(rs)
 }
@@ -34,38 +39,24 @@ stops(r) if r.effect == "deny"
 
 stops(r) if startswith(r.rule, "custom[")
 
-# quiet holds when no scope or guardrail rule can apply: no command, no
-# write, no path a scope or a protected name binds or that is invalid, and
-# no guardrail package of the bundle's own (input.guardrails.packages, set
-# by toolpdp from the compiled modules). Most calls are quiet; they skip those rules.
+# quiet holds when no guardrail rule can apply: no command, no path or
+# search glob that names a protected name, and no guardrail package of the
+# bundle's own (input.guardrails.packages, set by toolpdp from the compiled
+# modules). Most calls are quiet; they skip the guardrail rules and, when
+# no scope rule fires either, combining the axes.
 quiet if {
 	not input.command
 	input.guardrails.packages == false
-	not checked_path
-}
-
-checked_path if {
-	some p in input.paths
-	p.access == "write"
-}
-
-checked_path if {
-	some p in input.paths
-	p.error_kind == "invalid"
-}
-
-checked_path if {
-	some p in input.paths
-	input.scope[p.access]
+	not protected_path
 }
 
 # A path or search glob that names a protected name.
-checked_path if {
+protected_path if {
 	some p in input.paths
 	p.protected != ""
 }
 
-checked_path if {
+protected_path if {
 	some g in globs
 	g.protected != ""
 }

@@ -99,23 +99,23 @@ test_execution_only_for_shell_tools if {
 quiet_input(extra) := object.union({"guardrails": {"deny": {}, "ask": {}, "protected": [".git"], "packages": false}, "scope": {}, "paths": []}, extra)
 
 test_quiet_call if {
-	decision.quiet with input as quiet_input({"paths": [{"access": "read", "error_kind": "", "resolved": "/x"}]})
+	decision.quiet with input as quiet_input({"paths": [{"access": "read", "error_kind": "", "resolved": "/x", "protected": ""}]})
+}
+
+test_quiet_with_a_write_or_a_scope if {
+	decision.quiet with input as quiet_input({"paths": [{"access": "write", "error_kind": "", "resolved": "/x/y", "protected": ""}], "scope": {"write": ["/p"]}})
 }
 
 test_not_quiet_with_a_command if {
 	not decision.quiet with input as quiet_input({"command": {"leaves": [], "error": ""}})
 }
 
-test_not_quiet_with_a_write if {
-	not decision.quiet with input as quiet_input({"paths": [{"access": "write", "error_kind": "", "resolved": "/x/.git/y"}]})
+test_not_quiet_with_a_protected_path if {
+	not decision.quiet with input as quiet_input({"paths": [{"access": "write", "error_kind": "", "resolved": "/x/.git/y", "protected": ".git"}]})
 }
 
-test_not_quiet_with_a_scoped_read if {
-	not decision.quiet with input as quiet_input({"paths": [{"access": "read", "error_kind": "", "resolved": "/x"}], "scope": {"read": ["/p"]}})
-}
-
-test_not_quiet_with_an_invalid_path if {
-	not decision.quiet with input as quiet_input({"paths": [{"access": "read", "error_kind": "invalid", "resolved": ""}]})
+test_not_quiet_with_a_protected_glob if {
+	not decision.quiet with input as quiet_input({"globs": [{"arg": "glob", "raw": "*.env", "protected": ".env"}]})
 }
 
 test_not_quiet_with_guardrail_packages if {
@@ -129,4 +129,39 @@ test_quiet_path_equals_full_path if {
 	quick := decision.result with input as object.union(inp, {"guardrails": object.union(guardrails.merged({}), {"packages": false})})
 	full := decision.result with input as object.union(inp, {"guardrails": object.union(guardrails.merged({}), {"packages": true})})
 	quick == full
+}
+
+path_of(access, resolved, kind, protected) := {"arg": "file_path", "access": access, "raw": resolved, "resolved": resolved, "error": "", "error_kind": kind, "protected": protected}
+
+file_call(tool, paths, scope) := {
+	"agent_id": "a", "tool_name": tool, "server": "", "category": "", "env": {},
+	"agent": index.normalize("a", {}), "paths": paths, "globs": [], "scope": scope,
+	"guardrails": object.union(guardrails.merged({}), {"packages": false}),
+}
+
+# The quiet path gives the same document as combining all three axes,
+# for calls inside and outside their scopes, reads and writes, asks and
+# allows; it is taken only where no guardrail rule and no scope rule fires.
+test_quiet_path_equals_combined if {
+	calls := [
+		file_call("Read", [path_of("read", "/p/a", "", "")], {"read": ["/p"]}),
+		file_call("Read", [path_of("read", "/q/a", "", "")], {"read": ["/p"]}),
+		file_call("Write", [path_of("write", "/p/src/a", "", "")], {"write": ["/p/src"]}),
+		file_call("Write", [path_of("write", "/p/a", "", "")], {"write": ["/p/src"]}),
+		file_call("Write", [path_of("write", "/p/src/.git/x", "", ".git")], {"write": ["/p/src"]}),
+		file_call("Read", [path_of("read", "", "invalid", "")], {"read": ["/p"]}),
+		file_call("Read", [path_of("read", "", "unresolved", "")], {"read": ["/p"]}),
+		file_call("Read", [path_of("read", "/p/.env", "", ".env")], {"read": ["/p"]}),
+		object.union(file_call("Grep", [path_of("read", "/p", "", "")], {"read": ["/p"]}), {"globs": [{"arg": "glob", "raw": ".env", "protected": ".env"}]}),
+	]
+	taken := [i |
+		some i, c in calls
+		decision.quiet with input as c
+		count(data.toolpdp.scope.reasons) == 0 with input as c
+	]
+	taken == [0, 2]
+	every c in calls {
+		r := decision.result with input as c
+		r == decision.combined with input as c
+	}
 }
