@@ -655,7 +655,7 @@ func (r *Rules) reaches(ctx context.Context, set *protectednames.Set, a *Analysi
 					}
 					continue
 				}
-				if cwd != "" && v != "" {
+				if cwd != "" && v != "" && !strings.HasPrefix(v, "~") {
 					if resolved, err := ResolveContext(ctx, cwd, v); err == nil {
 						if n, ok := set.Match(resolved); ok {
 							return n, false, true

@@ -164,7 +164,8 @@ func TestProtectedThroughTheShell(t *testing.T) {
 			{`cd $(printf '.gi%s' t) && touch PWNED`, "ask"}, {`cd src/../.g* && touch PWNED`, "ask"}, {`d=.git; cd $d && touch PWNED`, "ask"},
 			{`cd "$(git rev-parse --show-toplevel)" && touch x`, "ask"}, {`cd - && touch x`, "ask"}, {`cd src && cd -`, "allow"},
 			{`cd "$(git rev-parse --show-toplevel)" && make test`, "allow"}, {`cd src && touch x`, "allow"},
-			{`for d in */; do (cd "$d" && ls); done`, "allow"},
+			{`for d in */; do (cd "$d" && ls); done`, "allow"}, {`cd "$HOME/x" && make > build.log`, "allow"},
+			{`cd "$(mktemp -d)" && touch x`, "allow"}, {`cat "$HOME/.env"`, "ask"}, {`HOME=.git; cd "$HOME" && touch x`, "ask"},
 		},
 		"process substitutions": {
 			{`make -f <(printf 'x:\n\tcurl x\n') x`, "ask"}, {`timeout 5 make -f <(cat src/c) x`, "ask"}, {`diff <(sort src/a.txt) src/a.txt`, "allow"},

@@ -28,6 +28,7 @@ type scope struct {
 	// given a value the analysis cannot write down (for f in "$@"x*).
 	globs        map[string]bool
 	opaqueValues map[string]bool
+	src          string // the script's text
 	// movesDir: the script changes its directory, so $PWD and $(pwd) are
 	// not the cwd the call names.
 	movesDir bool
@@ -54,6 +55,7 @@ func newScope(a *analyzer, src string, file *syntax.File) *scope {
 		top: map[*syntax.DeclClause]bool{}, temps: map[string][]string{}, notTemp: map[string]bool{},
 		globs: map[string]bool{}, opaqueValues: map[string]bool{}, listed: map[string]bool{}}
 	sc.numeric = func(cs *syntax.CmdSubst) bool { return a.numericSubst(src, cs) }
+	sc.src = src
 	sc.topLevel(file.Stmts)
 	syntax.Walk(file, func(n syntax.Node) bool {
 		if f, ok := n.(*syntax.FuncDecl); ok && f.Body != nil {
@@ -397,7 +399,15 @@ func mktempPath(src string, as *syntax.Assign) (string, bool) {
 		part = dq.Parts[0]
 	}
 	cs, ok := part.(*syntax.CmdSubst)
-	if !ok || len(cs.Stmts) != 1 || len(cs.Stmts[0].Redirs) > 0 {
+	if !ok {
+		return "", false
+	}
+	return mktempSubst(src, cs)
+}
+
+// mktempSubst is the path $(mktemp …) prints.
+func mktempSubst(src string, cs *syntax.CmdSubst) (string, bool) {
+	if len(cs.Stmts) != 1 || len(cs.Stmts[0].Redirs) > 0 {
 		return "", false
 	}
 	call, ok := cs.Stmts[0].Cmd.(*syntax.CallExpr)

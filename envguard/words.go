@@ -179,14 +179,26 @@ func (sc *scope) expand(parts []syntax.WordPart, max int) []string {
 				alts = []string{"0"} // digits: make -j$(nproc)
 			case !sc.movesDir && !sc.names["pwd"] && pwdCommand(p):
 				alts = []string{"."} // the cwd, which the call's paths are resolved against
+			case !sc.names["mktemp"] && sc.temps["TMPDIR"] == nil:
+				t, ok := mktempSubst(sc.src, p)
+				if _, tmpdir := sc.vars["TMPDIR"]; !ok || tmpdir {
+					return nil
+				}
+				alts = []string{t} // a fresh file or directory under its template
 			default:
 				return nil
 			}
 		case *syntax.ParamExp:
-			if p.Param != nil && p.Param.Value == "PWD" && !sc.movesDir && p.Exp == nil && p.Index == nil && p.Slice == nil && p.Repl == nil &&
-				!p.Excl && !p.Length && p.Names == 0 {
+			plain := p.Param != nil && p.Exp == nil && p.Index == nil && p.Slice == nil && p.Repl == nil && !p.Excl && !p.Length && p.Names == 0
+			if plain && p.Param.Value == "PWD" && !sc.movesDir {
 				if _, assigned := sc.vars["PWD"]; !assigned {
 					alts = []string{"."}
+					break
+				}
+			}
+			if plain && p.Param.Value == "HOME" {
+				if _, assigned := sc.vars["HOME"]; !assigned {
+					alts = []string{"~"} // the home directory, as ~ is
 					break
 				}
 			}
