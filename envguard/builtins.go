@@ -35,6 +35,15 @@ func (a *analyzer) builtin(ctx leafCtx, name string, args []word, depth int) err
 			if w.kind == literal || w.home {
 				a.execConfig(ctx, name+" moving", w.text)
 			}
+			switch {
+			case w.kind == literal:
+				a.dir = joinDir(a.dir, w.text)
+			case !w.home:
+				// a glob or one of several values, none protected (its use
+				// above says so): names after it are judged by name, but a
+				// tree under a relative name cannot be found
+				a.dirVague = true
+			}
 		}
 	case "source", ".":
 		a.scriptSource(ctx, name, args)

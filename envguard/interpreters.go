@@ -120,11 +120,12 @@ func gdbOption(arg, o string) bool {
 
 // sqliteDanger are sqlite3's dot-commands that run a program, read or write
 // through a pipe, or load code; sqlite3 takes any prefix of a dot-command.
-var sqliteDanger = []string{"shell", "system", "once", "output", "import", "read", "load", "excel", "www", "log", "trace"}
+var sqliteDanger = []string{"shell", "system", "once", "output", "import", "read", "load", "excel", "www", "log", "trace",
+	"open", "save", "backup", "clone", "restore", "archive", "ar"}
 
 var (
 	sqliteDot  = regexp.MustCompile(`(?m)(?:^|;)[ \t]*\.([A-Za-z_]+)`)
-	sqliteEdit = regexp.MustCompile(`(?i)\b(edit|load_extension|fts3_tokenizer|writefile|readfile)\b`)
+	sqliteEdit = regexp.MustCompile(`(?i)\b(edit|load_extension|fts3_tokenizer|writefile|readfile|fsdir|sqlar_\w+|zipfile|attach|vacuum\s+into)\b`)
 )
 
 // sqliteRuns reports SQL or dot-commands that can run a shell command or

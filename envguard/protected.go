@@ -23,15 +23,17 @@ type pathUse struct {
 	// archive: the word is an archive extracted; its members are written.
 	// patch: the word is a patch applied; the files it names are written.
 	archive, patch bool
+	// dirUnknown: the word is relative to a directory known only at run
+	// time (find -execdir); moved: already judged in the cd's directory.
+	dirUnknown, moved bool
+	// ownGit: a repository git is pointed at; a .git is its own to write.
+	ownGit bool
 	// below: only the names under the path count, not the path itself
 	// (a copied tree's source is read; what lands is what is in it).
 	below bool
-	// skip are the --exclude (files) and --exclude-dir (directories)
-	// globs of a recursive grep: names it does not read.
-	skip, skipD []string
-	// includes are a recursive grep's --include globs: with any, only
-	// files whose name matches one are read.
-	includes []string
+	// grep are a recursive grep's --include and --exclude globs, in
+	// order, and its --exclude-dir globs: the names it does not read.
+	grep *grepFilter
 	// only: of a tree, only names whose last segment matches this glob
 	// (find -name's) count; lower case compares without case.
 	only string
@@ -47,6 +49,19 @@ func (a *analyzer) use(ctx leafCtx, u pathUse) {
 	if len(a.out.paths) >= MaxLeaves {
 		a.unseen("more file names than the analysis examines", ctx.src)
 		return
+	}
+	if ctx.dirUnknown || a.dirVague && u.tree && relative(u.w) {
+		u.dirUnknown = true
+	}
+	if ctx.dir != "" {
+		u.w = inDir(u.w, ctx.dir)
+	}
+	if a.dir != "" && relative(u.w) && !u.moved {
+		// after a literal cd: in that directory (and, as the walk cannot
+		// tell a subshell's cd from the script's, in the cwd too)
+		moved := u
+		moved.w, moved.moved = inDir(u.w, a.dir), true
+		a.use(leafCtx{src: ctx.src, dirUnknown: ctx.dirUnknown}, moved)
 	}
 	u.text = ctx.src
 	if u.w.found != nil {
@@ -77,6 +92,15 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	c := a.t.tables()
 	if c.printOnly[name] || c.printOnly[canon] {
 		return
+	}
+	if canon != "tar" {
+		// git -C DIR, make -C DIR: the program works in DIR
+		if dir, known, moved := a.chdir(ctx, name, canon, args); moved {
+			ctx.dir, ctx.dirUnknown = dir, ctx.dirUnknown || !known
+		}
+	}
+	if canon == "git" {
+		a.gitPaths(ctx, args)
 	}
 	key := canon
 	if sc := c.subcommands[canon]; sc != nil {
@@ -146,6 +170,12 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 		}
 		writes = false
 	case mode == "reads":
+		if canon == "tar" {
+			// tar -c, -r, -u: the archive named by -f is written
+			if out := archiveWord(canon, args); out.kind == literal {
+				a.pathUse(ctx, name+" writing its archive", out, true)
+			}
+		}
 		writes = false
 	case mode == "names_from_stdin":
 		// cpio -o, pax -w: the files read are the names on stdin
@@ -195,11 +225,10 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	if patternsLeft > 0 && hasAnyLiteral(args, "-e", "--regexp", "-f", "--file") {
 		patternsLeft = 0 // the pattern is an option's value: every operand is a file
 	}
-	var skipF, skipD, only []string
-	if tree && !writes && strings.HasSuffix(canon, "grep") {
-		skipF, skipD, only = grepExcludes(args)
+	var filter *grepFilter
+	if tree && !writes && strings.HasSuffix(canon, "grep") && key != "git grep" {
+		filter = grepFilters(args)
 	}
-	skip := skipF
 	files := 0
 	record := func(w word) {
 		files++
@@ -214,10 +243,23 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			}
 			return
 		}
-		a.use(ctx, pathUse{w: w, tree: tree, what: name + " reading", skip: skip, skipD: skipD, includes: only})
+		a.use(ctx, pathUse{w: w, tree: tree, what: name + " reading", grep: filter})
 	}
 	for i := 0; i < len(args); i++ {
 		w := args[i]
+		if canon == "tar" && w.kind == literal {
+			// tar -C DIR: the operands after it are in DIR
+			if dir, n, ok := tarDir(args, i); ok {
+				if dir.kind == literal {
+					ctx.dir = joinDir(ctx.dir, dir.text)
+				} else {
+					ctx.dirUnknown = true
+				}
+				a.pathUse(ctx, name+" moving into", dir, true)
+				i += n
+				continue
+			}
+		}
 		if w.kind == literal && strings.HasPrefix(w.text, "-") && w.text != "-" {
 			opt, value, hasValue := strings.Cut(w.text, "=")
 			if patterns[opt] {
@@ -261,13 +303,150 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	}
 	if tree && files == 0 && (c.defaultDir[key] || c.defaultDir[canon]) {
 		// grep -r with no file searches the working directory
-		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, tree: true, what: name + " reading", skip: skip, skipD: skipD, includes: only})
+		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, tree: true, what: name + " reading", grep: filter})
 	}
 }
 
-// grepExcludes are a grep's --exclude and --exclude-dir globs, literal
-// ones only (any other excludes nothing the analysis can count on).
-func grepExcludes(args []word) (files, dirs, includes []string) {
+// tarDir reads tar's -C DIR, -CDIR or --directory=DIR at args[i]: the
+// directory and how many more words it took.
+func tarDir(args []word, i int) (word, int, bool) {
+	t := args[i].text
+	switch {
+	case (t == "-C" || t == "--directory") && i+1 < len(args):
+		return args[i+1], 1, true
+	case strings.HasPrefix(t, "--directory="):
+		return word{text: strings.TrimPrefix(t, "--directory="), kind: literal}, 0, true
+	case strings.HasPrefix(t, "-C") && len(t) > 2:
+		return word{text: t[2:], kind: literal}, 0, true
+	}
+	return word{}, 0, false
+}
+
+// gitPaths records the directories git's global options name: its work
+// tree (written by checkout, reset, stash, clean) and its repository (a
+// .git of its own is git's business; anything else protected is not).
+func (a *analyzer) gitPaths(ctx leafCtx, args []word) {
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if w.kind != literal || !strings.HasPrefix(w.text, "-") {
+			break // the subcommand
+		}
+		for _, o := range []string{"--work-tree", "--git-dir"} {
+			var v word
+			switch {
+			case w.text == o && i+1 < len(args):
+				v = args[i+1]
+				i++
+			case strings.HasPrefix(w.text, o+"="):
+				v = word{text: w.text[len(o)+1:], kind: literal}
+			default:
+				continue
+			}
+			a.use(ctx, pathUse{w: v, write: true, ownGit: o == "--git-dir", what: "git " + o})
+		}
+		if w.text == "-c" || w.text == "-C" || w.text == "--exec-path" || w.text == "--namespace" || w.text == "--config-env" {
+			i++ // a global option's value
+		}
+	}
+}
+
+// joinDir is dir then p, as cd moves: an absolute p replaces it.
+func joinDir(dir, p string) string {
+	if dir == "" || strings.HasPrefix(p, "/") || strings.HasPrefix(p, "~") {
+		return p
+	}
+	return dir + "/" + p
+}
+
+// inDir is w as seen from dir: a relative name (or each relative value)
+// under it. A word known only at run time stays as it is: anything.
+func inDir(w word, dir string) word {
+	rel := func(s string) bool { return s != "-" && !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "~") }
+	switch {
+	case w.home || w.found != nil:
+	case w.kind == literal && rel(w.text):
+		w.text = dir + "/" + w.text
+	case w.kind == pattern && w.glob != "" && rel(w.glob):
+		w.text, w.glob = dir+"/"+w.text, dir+"/"+w.glob
+	case w.kind == opaque && w.values != nil:
+		vals := make([]string, len(w.values))
+		for i, v := range w.values {
+			vals[i] = v
+			if rel(v) {
+				vals[i] = dir + "/" + v
+			}
+		}
+		w.values = vals
+	}
+	return w
+}
+
+// chdir finds the directory options of a program or wrapper (data:
+// chdir_options) among args: the directory its command works in, each
+// one recorded as a move into it; known is false when one is known only
+// at run time.
+func (a *analyzer) chdir(ctx leafCtx, name, canon string, args []word) (dir string, known, moved bool) {
+	c := a.t.tables()
+	list, ok := c.chdirOpts[canon]
+	if !ok {
+		list, ok = c.chdirOpts[name]
+	}
+	dir, known = ctx.dir, true
+	if !ok {
+		return dir, known, false
+	}
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if w.kind == literal && w.text == "--" {
+			break
+		}
+		if w.kind != literal || !strings.HasPrefix(w.text, "-") {
+			continue
+		}
+		for _, o := range list {
+			var v word
+			switch {
+			case w.text == o && i+1 < len(args):
+				v = args[i+1]
+				i++
+			case strings.HasPrefix(o, "--") && strings.HasPrefix(w.text, o+"="):
+				v = word{text: w.text[len(o)+1:], kind: literal}
+			case len(o) == 2 && strings.HasPrefix(w.text, o) && len(w.text) > 2 && !strings.HasPrefix(w.text, "--"):
+				v = word{text: w.text[2:], kind: literal}
+			default:
+				continue
+			}
+			moved = true
+			a.pathUse(ctx, name+" moving into", v, true)
+			if v.kind != literal {
+				known = false
+			} else {
+				dir = joinDir(dir, v.text)
+			}
+			break
+		}
+	}
+	return dir, known, moved
+}
+
+// grepFilter is what GNU grep reads of a tree: files by its --include and
+// --exclude globs — the last one matching a name wins, and a name none
+// matches is read unless the first of them is an --include — and
+// directories but those an --exclude-dir matches.
+type grepFilter struct {
+	files []grepGlob
+	dirs  []string
+}
+
+type grepGlob struct {
+	include bool
+	glob    string
+}
+
+// grepFilters reads a grep's literal --include, --exclude and
+// --exclude-dir globs.
+func grepFilters(args []word) *grepFilter {
+	f := &grepFilter{}
 	for i, w := range args {
 		if w.kind != literal {
 			continue
@@ -282,17 +461,30 @@ func grepExcludes(args []word) (files, dirs, includes []string) {
 			if !ok {
 				continue
 			}
-			switch o {
-			case "--exclude":
-				files = append(files, v)
-			case "--include":
-				includes = append(includes, v)
-			default:
-				dirs = append(dirs, v)
+			if o == "--exclude-dir" {
+				f.dirs = append(f.dirs, v)
+			} else {
+				f.files = append(f.files, grepGlob{include: o == "--include", glob: v})
 			}
 		}
 	}
-	return files, dirs, includes
+	return f
+}
+
+// reads reports whether grep reads an entry of the tree by its filters.
+func (f *grepFilter) reads(d fs.DirEntry) bool {
+	if f == nil {
+		return true
+	}
+	if d.IsDir() {
+		return !matchesAny(f.dirs, d.Name())
+	}
+	for i := len(f.files) - 1; i >= 0; i-- {
+		if ok, err := path.Match(f.files[i].glob, d.Name()); ok || err != nil {
+			return f.files[i].include
+		}
+	}
+	return len(f.files) == 0 || !f.files[0].include
 }
 
 // stemOf is a literal file name without its last extension (x.gz is x):
@@ -376,7 +568,13 @@ func recursive(opts []string, args []word) bool {
 // optionGiven reports one of opts among args: as written, with =VALUE,
 // grouped in a short cluster, or a long one's unambiguous prefix.
 func optionGiven(opts []string, args []word) bool {
-	for _, w := range args {
+	for i, w := range args {
+		for _, o := range opts {
+			// "-d recurse": an option with that value as the next word
+			if name, value, ok := strings.Cut(o, " "); ok && w.kind == literal && w.text == name && i+1 < len(args) && args[i+1].text == value {
+				return true
+			}
+		}
 		if w.kind != literal || !strings.HasPrefix(w.text, "-") || w.text == "-" || w.text == "--" {
 			continue
 		}
@@ -583,7 +781,8 @@ func (r *Rules) Protected(ctx context.Context, a *Analysis, cwd string) []Protec
 		// Under a directory known only at run time a relative name may be
 		// inside .git — or inside a protected_paths entry, when one is a
 		// directory (a name like .env is a file: reached only when named).
-		unknownDir := a.movedAt >= 0 && (i >= a.movedAt || a.loops) && (u.write || set.Directories())
+		vague := u.dirUnknown || a.movedAt >= 0 && (i >= a.movedAt || a.loops)
+		unknownDir := vague && (u.write || set.Directories())
 		var name string
 		var certain, ok bool
 		switch {
@@ -595,9 +794,9 @@ func (r *Rules) Protected(ctx context.Context, a *Analysis, cwd string) []Protec
 			name, certain, ok = r.reaches(ctx, set, a, u, cwd, unknownDir)
 		}
 		if !ok && u.tree {
-			name, ok = treeReaches(ctx, set, u, cwd, unknownDir)
+			name, ok = treeReaches(ctx, set, u, cwd, vague)
 		}
-		if !ok {
+		if !ok || u.ownGit && name != "" && protectednames.Key(name) == protectednames.Key(".git") {
 			continue
 		}
 		out = append(out, ProtectedUse{Access: access, Word: clip(u.w.text), Name: name, What: u.what, Text: u.text, Certain: certain})
@@ -716,7 +915,7 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 	deadline := time.Now().Add(maxTreeTime)
 	// With no filter and only single names listed, each entry's own name
 	// is all there is to compare.
-	fast := u.only == "" && len(u.includes) == 0 && !set.Directories()
+	fast := u.only == "" && u.grep == nil && !set.Directories()
 	for _, root := range roots {
 		if !filepath.IsAbs(root) {
 			if unknownDir {
@@ -744,16 +943,13 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 			if isRoot && below {
 				return nil
 			}
-			if !isRoot && excluded(d, u.skip, u.skipD) {
+			if !isRoot && !u.grep.reads(d) {
 				if d.IsDir() {
 					return fs.SkipDir
 				}
 				return nil
 			}
 			if u.only != "" && !foundName(u.only, d.Name()) {
-				return nil
-			}
-			if len(u.includes) > 0 && !d.IsDir() && !matchesAny(u.includes, d.Name()) {
 				return nil
 			}
 			if fast {
@@ -801,15 +997,6 @@ func foundName(only, name string) bool {
 	}
 	ok, err := path.Match(only, name)
 	return ok || err != nil
-}
-
-// excluded reports a name a recursive grep skips by its globs.
-func excluded(d fs.DirEntry, files, dirs []string) bool {
-	list := files
-	if d.IsDir() {
-		list = dirs
-	}
-	return matchesAny(list, d.Name())
 }
 
 func matchesAny(globs []string, name string) bool {

@@ -227,8 +227,12 @@ func awkFiles(prog string) []langFile {
 		if j < n && prog[j] == '"' {
 			end := skipString(j)
 			lit := prog[j+1 : max(end-1, j+1)]
-			if end < n && !strings.ContainsRune(";}\n) \t", rune(prog[end])) {
-				return "", end // "x" y: concatenated with more
+			k := end
+			for k < n && (prog[k] == ' ' || prog[k] == '\t') {
+				k++
+			}
+			if k < n && !strings.ContainsRune(";}\n)|", rune(prog[k])) {
+				return "", end // "x" "y" or "x" y: concatenated with more
 			}
 			if strings.ContainsRune(lit, '\\') {
 				return "", end

@@ -127,6 +127,11 @@ type analyzer struct {
 	// producers are, for each statement a pipe feeds, the statement
 	// writing into the pipe.
 	producers map[*syntax.Stmt]*syntax.Stmt
+	// dir is the directory a literal cd moved the script into (relative
+	// to the cwd or absolute): relative names after it are judged in it
+	// as well as in the cwd; dirVague once it moved into one of several.
+	dir      string
+	dirVague bool
 }
 
 // leafCtx is what a leaf's statement says about it beyond its words.
@@ -139,6 +144,11 @@ type leafCtx struct {
 	producerSrc string
 	stdinPiped  bool // stdin is a pipe, a here-document or here-string, or a substitution
 	stdinFile   bool // stdin is redirected from a named file
+	// dir is the directory the command works in, relative to the
+	// script's ("" for it) or absolute, when a wrapper moved it (env -C
+	// DIR); dirUnknown when it is known only at run time (find -execdir).
+	dir        string
+	dirUnknown bool
 }
 
 func (a *analyzer) unseen(construct, text string) {

@@ -109,6 +109,10 @@ type Tables struct {
 	// program then reads or writes (tar -T LIST): names known only at run
 	// time.
 	NameListOptions  map[string][]string `json:"name_list_options"`
+	// ChdirOptions are options that make a program, or the command it
+	// runs, work in another directory (env -C, git -C, tar -C): relative
+	// names after them are inside it.
+	ChdirOptions map[string][]string `json:"chdir_options"`
 	DefaultDirectory []string            `json:"default_directory"`
 
 	c *compiled
@@ -172,6 +176,7 @@ type compiled struct {
 	outputOpts    map[string][]string
 	recursive     map[string][]string
 	nameLists     map[string][]string
+	chdirOpts     map[string][]string
 	defaultDir    map[string]bool
 	patternOpts   map[string][]string
 	patternOps    map[string]int
@@ -277,6 +282,7 @@ func (t *Tables) compile() (*compiled, error) {
 		outputOpts:    t.OutputOptions,
 		recursive:     t.RecursiveOptions,
 		nameLists:     t.NameListOptions,
+		chdirOpts:     t.ChdirOptions,
 		defaultDir:    set(t.DefaultDirectory),
 		patternOpts:   t.PatternOptions,
 		patternOps:    t.PatternOperands,

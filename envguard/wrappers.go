@@ -344,6 +344,10 @@ func (a *analyzer) wrap(ctx leafCtx, name string, w wrapper, args []word, depth 
 	if unknown != "" {
 		a.unseen(name+" given an option toolpdp does not know ("+clip(unknown)+"): what it runs is uncertain", ctx.src)
 	}
+	// env -C DIR, unshare --wd DIR: the command runs in DIR
+	if dir, known, moved := a.chdir(ctx, name, a.t.canonicalName(name), args[:min(rest, len(args))]); moved {
+		ctx.dir, ctx.dirUnknown = dir, ctx.dirUnknown || !known
+	}
 	for _, o := range opts {
 		for _, s := range w.scripts {
 			if o.name == s {
@@ -610,7 +614,12 @@ func (a *analyzer) findExec(ctx leafCtx, args []word, depth int) error {
 				}
 				cmd = append(cmd, w)
 			}
-			if err := a.leaf(ctx, Leaf{}, cmd, depth); err != nil {
+			inner := ctx
+			if strings.HasSuffix(args[i].text, "dir") {
+				// -execdir runs in each found name's directory
+				inner.dirUnknown = true
+			}
+			if err := a.leaf(inner, Leaf{}, cmd, depth); err != nil {
 				return err
 			}
 			i = end
