@@ -123,7 +123,7 @@ func TestGuardShapes(t *testing.T) {
 		},
 		"rules: programs with version suffixes": {
 			{"python x.py", "deny"}, {"python3 x.py", "deny"}, {"python3.12 -m http.server", "deny"}, {"/usr/bin/python2.7 x.py", "deny"},
-			{"PYTHON3 x", "deny"}, {"pythonx x", "allow"}, {"python-config", "allow"}, {"ipython", "allow"}, {"curl7 x", "deny"},
+			{"PYTHON3 x", "deny"}, {"pythonx x", "allow"}, {"python-config", "allow"}, {"ipython --version", "allow"}, {"curl7 x", "deny"},
 		},
 		"rules: options in any grouping and order": {
 			{"rm -r --interactive=never d", "deny"}, {"rm -r --inter=n d", "deny"}, {"rm --recursive --interactive=none d", "deny"},

@@ -28,6 +28,10 @@ type pathUse struct {
 	dirUnknown, moved bool
 	// ownGit: a repository git is pointed at; a .git is its own to write.
 	ownGit bool
+	// perhapsNoFile: an argument of a program that is not known to read
+	// its arguments as files (git commit -m "$(…)", kill $pids): known
+	// only at run time, it is no read of a protected name.
+	perhapsNoFile bool
 	// below: only the names under the path count, not the path itself
 	// (a copied tree's source is read; what lands is what is in it).
 	below bool
@@ -229,6 +233,8 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	if tree && !writes && strings.HasSuffix(canon, "grep") && key != "git grep" {
 		filter = grepFilters(args)
 	}
+	reader := c.dataReaders[name] || c.dataReaders[canon] || c.dataReaders[key]
+	valueLetters, hasValues := c.readerValues[canon]
 	files := 0
 	record := func(w word) {
 		files++
@@ -243,7 +249,7 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			}
 			return
 		}
-		a.use(ctx, pathUse{w: w, tree: tree, what: name + " reading", grep: filter})
+		a.use(ctx, pathUse{w: w, tree: tree, what: name + " reading", grep: filter, perhapsNoFile: !reader})
 	}
 	for i := 0; i < len(args); i++ {
 		w := args[i]
@@ -273,6 +279,9 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 				record(word{text: value, kind: literal})
 			case writes:
 				record(w)
+			case hasValues && !strings.HasPrefix(w.text, "--") && strings.IndexByte(valueLetters, w.text[len(w.text)-1]) >= 0 &&
+				i+1 < len(args) && args[i+1].kind == opaque:
+				i++ // head -n "$N": the option's value, no file
 			case !strings.HasPrefix(w.text, "--") && len(w.text) > 2:
 				// -f.env: a short option's value may be attached
 				a.pathUse(ctx, name+" reading", word{text: w.text[2:], kind: literal}, false)
@@ -868,8 +877,9 @@ func (r *Rules) reaches(ctx context.Context, set *protectednames.Set, a *Analysi
 			return n, false, true // named in its written literal parts ($HOME/.git)
 		}
 		// A substitution's text may hold any name, slashes included:
-		// written or read, it could be a protected one.
-		return "", false, true
+		// written, or read by a program that reads files, it could be a
+		// protected one.
+		return "", false, !u.perhapsNoFile || u.write
 	}
 	return "", false, false
 }

@@ -108,12 +108,22 @@ type Tables struct {
 	// NameListOptions are options whose value is a file of file names the
 	// program then reads or writes (tar -T LIST): names known only at run
 	// time.
-	NameListOptions  map[string][]string `json:"name_list_options"`
+	NameListOptions map[string][]string `json:"name_list_options"`
 	// ChdirOptions are options that make a program, or the command it
 	// runs, work in another directory (env -C, git -C, tar -C): relative
 	// names after them are inside it.
 	ChdirOptions map[string][]string `json:"chdir_options"`
-	DefaultDirectory []string            `json:"default_directory"`
+	// ReaderValueOptions are, for the data_readers, the short options
+	// whose value is the next word and not a file (head -n N): a word
+	// known only at run time there is no file read.
+	ReaderValueOptions map[string]string `json:"reader_value_options"`
+	// ShellRunners are runners that start a shell reading stdin when
+	// given no command (fakeroot, sg GROUP, setarch ARCH).
+	ShellRunners []string `json:"shell_runners"`
+	// ResponseFilePrograms read more options from an @FILE argument:
+	// options that may run a command, from a file the analysis cannot see.
+	ResponseFilePrograms []string `json:"response_file_programs"`
+	DefaultDirectory     []string `json:"default_directory"`
 
 	c *compiled
 }
@@ -177,6 +187,9 @@ type compiled struct {
 	recursive     map[string][]string
 	nameLists     map[string][]string
 	chdirOpts     map[string][]string
+	readerValues  map[string]string
+	shellRunners  map[string]bool
+	responseFiles map[string]bool
 	defaultDir    map[string]bool
 	patternOpts   map[string][]string
 	patternOps    map[string]int
@@ -283,6 +296,9 @@ func (t *Tables) compile() (*compiled, error) {
 		recursive:     t.RecursiveOptions,
 		nameLists:     t.NameListOptions,
 		chdirOpts:     t.ChdirOptions,
+		readerValues:  t.ReaderValueOptions,
+		shellRunners:  set(t.ShellRunners),
+		responseFiles: set(t.ResponseFilePrograms),
 		defaultDir:    set(t.DefaultDirectory),
 		patternOpts:   t.PatternOptions,
 		patternOps:    t.PatternOperands,
@@ -424,19 +440,29 @@ func (t *Tables) canonicalName(name string) string {
 	if m := triplet.FindStringIndex(n); m != nil {
 		n = n[m[1]:]
 	}
+	if m := tripletSuffix.FindStringIndex(n); m != nil && m[0] > 0 {
+		n = n[:m[0]]
+	}
 	if m := dashVersion.FindStringIndex(n); m != nil && m[0] > 0 {
 		n = n[:m[0]]
 	}
 	if a, ok := c.aliases[n]; ok {
 		return a
 	}
+	if v := withoutVersion(n); v != n && v != "" {
+		if a, ok := c.aliases[v]; ok {
+			return a // pdb3.11 is pdb
+		}
+	}
 	return n
 }
 
 var (
-	triplet     = regexp.MustCompile(`^[a-z0-9_]+-(?:[a-z0-9_]+-)?linux-[a-z0-9_]+-`)
-	dashVersion = regexp.MustCompile(`-[0-9]+(?:\.[0-9]+)*$`)
-	loader      = regexp.MustCompile(`^ld(?:-[A-Za-z0-9_.-]+)?\.so(?:\.[0-9]+)*$`)
+	triplet = regexp.MustCompile(`^[a-z0-9_]+-(?:[a-z0-9_]+-)?linux-[a-z0-9_]+-`)
+	// perl5.36-x86_64-linux-gnu: Debian's name of a program by its target
+	tripletSuffix = regexp.MustCompile(`-[a-z0-9_]+-(?:[a-z0-9_]+-)?linux-[a-z0-9_]+$`)
+	dashVersion   = regexp.MustCompile(`-[0-9]+(?:\.[0-9]+)*$`)
+	loader        = regexp.MustCompile(`^ld(?:-[A-Za-z0-9_.-]+)?\.so(?:\.[0-9]+)*$`)
 )
 
 // inline returns the inline-code options of an interpreter.

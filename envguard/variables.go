@@ -555,15 +555,6 @@ func (a *analyzer) cleanWord(src string, w *syntax.Word) bool {
 	return false // a glob: file names are anybody's text
 }
 
-func (a *analyzer) allClean(src string, items []*syntax.Word) bool {
-	for _, w := range items {
-		if !a.cleanWord(src, w) {
-			return false
-		}
-	}
-	return true
-}
-
 var numericBraces = regexp.MustCompile(`^\{(?:-?[0-9]+\.\.-?[0-9]+(?:\.\.-?[0-9]+)?|-?[0-9]+(?:,-?[0-9]+)+)\}$`)
 
 // numericSubst reports a command substitution whose output is a number: a

@@ -30,6 +30,16 @@ type wrapper struct {
 
 // runner records the commands a runner may run.
 func (a *analyzer) runner(ctx leafCtx, name string, args []word, depth int) error {
+	if c := a.t.tables(); c.shellRunners[name] || c.shellRunners[a.t.canonicalName(name)] {
+		operands := false
+		for _, w := range args {
+			operands = operands || w.kind != literal || !strings.HasPrefix(w.text, "-")
+		}
+		if !operands || ctx.stdinPiped || ctx.stdinFile {
+			// with no command it starts a shell, which reads stdin
+			a.stdinScript(ctx, name+" starting a shell that reads its stdin")
+		}
+	}
 	for i, w := range args {
 		text := w.text
 		if w.kind == literal && (strings.HasPrefix(text, "-") || strings.HasPrefix(text, "+")) {
@@ -265,6 +275,18 @@ func (a *analyzer) madeFiles(ctx leafCtx, name, canon string, args []word) {
 			a.unseen(name+" given a file a process substitution makes ("+clip(w.text)+"), which it may run", ctx.src)
 			return
 		}
+		// kubectl --kubeconfig=/dev/stdin <<EOF: a configuration the
+		// command itself feeds in, which may name programs to run
+		if w.kind == literal {
+			text := w.text
+			if _, v, ok := strings.Cut(text, "="); ok && strings.HasPrefix(text, "-") {
+				text = v
+			}
+			if text != "-" && devPath(text) == devStdin {
+				a.unseen(name+" reading a file the command feeds in ("+clip(w.text)+"), which it may run", ctx.src)
+				return
+			}
+		}
 	}
 }
 
@@ -310,13 +332,25 @@ func (a *analyzer) programChecks(ctx leafCtx, name, canon string, args []word) {
 		opts, ok = a.t.inline(canon)
 	}
 	if ok {
-		if c.readers[name] || c.readers[canon] {
+		if c.readers[name] || c.readers[canon] || c.readers[withoutVersion(name)] {
 			a.commandReader(ctx, canon, opts, args)
 		} else {
 			a.interpreter(ctx, name, opts, args)
 		}
 	}
+	if c.responseFiles[name] || c.responseFiles[canon] {
+		for _, w := range args {
+			if strings.HasPrefix(w.text, "@") && len(w.text) > 1 {
+				a.unseen(name+" reading more options from "+clip(w.text)+" (a response file, which may hold an option that runs a command)", ctx.src)
+				break
+			}
+		}
+	}
 	switch canon {
+	case "run-parts":
+		if !hasAnyLiteral(args, "--list", "--test", "--help", "--version") {
+			a.unseen("run-parts (it runs every program of a directory)", ctx.src)
+		}
 	case "ln", "link":
 		for _, w := range args {
 			if w.kind == literal && devPath(w.text) != devNone {
@@ -692,7 +726,16 @@ func (a *analyzer) watch(ctx leafCtx, args []word, depth int) error {
 	if has(opts, "-x", "--exec") {
 		return a.leaf(ctx, Leaf{}, args[rest:], depth)
 	}
-	return a.scriptWord(ctx, "watch", args[rest], args[rest+1:], depth)
+	// watch joins its operands with spaces into one sh -c string
+	parts := make([]string, 0, len(args)-rest)
+	for _, w := range args[rest:] {
+		if w.kind != literal {
+			a.unseen("watch with a command computed at run time ("+clip(w.text)+")", ctx.src)
+			return nil
+		}
+		parts = append(parts, w.text)
+	}
+	return a.scriptWord(ctx, "watch", word{text: strings.Join(parts, " "), kind: literal}, nil, depth)
 }
 
 // su and runuser run a shell: -c's string is its script, -s names another
