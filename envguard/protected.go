@@ -28,6 +28,12 @@ type pathUse struct {
 	dirUnknown, moved bool
 	// ownGit: a repository git is pointed at; a .git is its own to write.
 	ownGit bool
+	// link: only where the word leads counts — a symlink a copy keeps
+	// (cp -a, cp -P) is written through later.
+	link bool
+	// gitignore: only the names git would take count (git add -A, git
+	// stash -u): those its .gitignore files leave out do not.
+	gitignore bool
 	// perhapsNoFile: an argument of a program that is not known to read
 	// its arguments as files (git commit -m "$(…)", kill $pids): known
 	// only at run time, it is no read of a protected name.
@@ -97,6 +103,7 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	if c.printOnly[name] || c.printOnly[canon] {
 		return
 	}
+	args = braceWords(args)
 	if canon != "tar" {
 		// git -C DIR, make -C DIR: the program works in DIR
 		if dir, known, moved := a.chdir(ctx, name, canon, args); moved {
@@ -114,6 +121,9 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			}
 			key = canon + " " + sub
 			args = args[at+1:] // the subcommand's own words
+			if key == "git stash" && len(args) > 0 && (args[0].text == "push" || args[0].text == "save") {
+				args = args[1:]
+			}
 		}
 	}
 	a.outputOptions(ctx, name, key, args)
@@ -121,6 +131,9 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 		// tar -T LIST: the files are the names the list holds
 		_, writer := c.writers[canon]
 		a.pathUse(ctx, name+" taking file names from a list", word{text: "<names in a list>", kind: opaque}, writer)
+	}
+	if opts, ok := c.stdinNames[key]; ok && optionGiven(opts, args) {
+		a.use(ctx, pathUse{w: a.stdinNames(ctx), what: name + " reading the names on its input"})
 	}
 	rec, ok := c.recursive[key]
 	if !ok {
@@ -198,6 +211,18 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 		// Each source lands under the destination by its own name (cp
 		// x/.git . writes ./.git); a tree copied brings every name in it.
 		sources := withoutWords(args, dest)
+		linking := canon == "cp" && optionGiven([]string{"-l", "-s", "--link", "--symbolic-link"}, args)
+		for _, src := range sources {
+			if src.kind == literal && strings.HasPrefix(src.text, "-") {
+				continue
+			}
+			if linking {
+				// cp -l .git/config x: x is the same file, written later
+				a.pathUse(ctx, name+" linking", src, true)
+			} else {
+				a.use(ctx, pathUse{w: src, write: true, link: true, what: name + " copying a link"})
+			}
+		}
 		for _, d := range dest {
 			for _, src := range sources {
 				if src.kind == literal && strings.HasPrefix(src.text, "-") {
@@ -234,6 +259,10 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 		filter = grepFilters(args)
 	}
 	reader := c.dataReaders[name] || c.dataReaders[canon] || c.dataReaders[key]
+	// git add and git stash -u take what .gitignore does not leave out;
+	// git add -f and git stash -a take everything
+	gitTakes := key == "git add" || key == "git stash"
+	forced := gitTakes && (optionGiven([]string{"-f", "--force"}, args) && key == "git add" || optionGiven([]string{"-a", "--all"}, args) && key == "git stash")
 	valueLetters, hasValues := c.readerValues[canon]
 	files := 0
 	record := func(w word) {
@@ -249,7 +278,10 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			}
 			return
 		}
-		a.use(ctx, pathUse{w: w, tree: tree, what: name + " reading", grep: filter, perhapsNoFile: !reader})
+		if gitTakes && w.kind == literal && strings.HasPrefix(w.text, ":") {
+			w = word{text: ".", kind: literal} // a magic pathspec (:!x, :/): the whole tree, as far as is known
+		}
+		a.use(ctx, pathUse{w: w, tree: tree, what: name + " reading", grep: filter, perhapsNoFile: !reader, gitignore: gitTakes && !forced})
 	}
 	for i := 0; i < len(args); i++ {
 		w := args[i]
@@ -310,9 +342,13 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			}
 		}
 	}
+	if tree && files == 0 && writes && (c.defaultDir[key] || c.defaultDir[canon]) {
+		// git clean with no path cleans the working tree (a .git is git's)
+		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, write: true, tree: true, below: true, ownGit: true, what: name + " writing"})
+	}
 	if tree && files == 0 && (c.defaultDir[key] || c.defaultDir[canon]) {
 		// grep -r with no file searches the working directory
-		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, tree: true, what: name + " reading", grep: filter})
+		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, tree: true, what: name + " reading", grep: filter, gitignore: gitTakes && !forced})
 	}
 }
 
@@ -456,16 +492,35 @@ type grepGlob struct {
 // --exclude-dir globs.
 func grepFilters(args []word) *grepFilter {
 	f := &grepFilter{}
+	// an unquoted glob bash leaves as it is when nothing matches it
+	text := func(w word) (string, bool) {
+		switch {
+		case w.kind == literal:
+			return w.text, true
+		case w.kind == pattern && w.glob != "":
+			return w.glob, true
+		}
+		return "", false
+	}
 	for i, w := range args {
-		if w.kind != literal {
+		t, ok := text(w)
+		if !ok {
+			if strings.HasPrefix(w.text, "--include") || strings.HasPrefix(w.text, "--exclude") {
+				return nil // a glob known only at run time: what grep skips is not known
+			}
 			continue
 		}
 		for _, o := range []string{"--exclude", "--exclude-dir", "--include"} {
 			v, ok := "", false
-			if w.text == o && i+1 < len(args) && args[i+1].kind == literal {
-				v, ok = args[i+1].text, true
-			} else if rest, cut := strings.CutPrefix(w.text, o+"="); cut {
-				v, ok = rest, true
+			matched := false
+			if t == o && i+1 < len(args) {
+				matched = true
+				v, ok = text(args[i+1])
+			} else if rest, cut := strings.CutPrefix(t, o+"="); cut {
+				matched, v, ok = true, rest, true
+			}
+			if matched && !ok {
+				return nil // a glob known only at run time: what grep skips is not known
 			}
 			if !ok {
 				continue
@@ -494,6 +549,69 @@ func (f *grepFilter) reads(d fs.DirEntry) bool {
 		}
 	}
 	return len(f.files) == 0 || !f.files[0].include
+}
+
+// braceWords is args with each brace word replaced by the words bash
+// makes of it (dd if=.e{x,nv} is dd if=.ex if=.env): a literal where an
+// alternative holds no glob character, else a glob.
+func braceWords(args []word) []word {
+	var out []word
+	for i, w := range args {
+		if w.kind != pattern || w.glob == "" || !strings.Contains(w.glob, "{") {
+			if out != nil {
+				out = append(out, w)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]word, 0, len(args)+4), args[:i]...)
+		}
+		alts, err := expandBraces(w.glob, 0)
+		if err != nil {
+			out = append(out, w)
+			continue
+		}
+		for _, alt := range alts {
+			if hasGlobChar(alt) {
+				out = append(out, word{text: alt, kind: pattern, pattern: w.pattern, glob: alt})
+			} else {
+				out = append(out, word{text: unescapeGlob(alt), kind: literal})
+			}
+		}
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
+
+// hasGlobChar reports an unescaped *, ? or [ in a glob.
+func hasGlobChar(g string) bool {
+	for i := 0; i < len(g); i++ {
+		switch g[i] {
+		case '\\':
+			i++
+		case '*', '?', '[':
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeGlob is a glob without its backslash escapes: the literal it
+// names when it has no glob character.
+func unescapeGlob(g string) string {
+	if !strings.Contains(g, "\\") {
+		return g
+	}
+	var b strings.Builder
+	for i := 0; i < len(g); i++ {
+		if g[i] == '\\' && i+1 < len(g) {
+			i++
+		}
+		b.WriteByte(g[i])
+	}
+	return b.String()
 }
 
 // stemOf is a literal file name without its last extension (x.gz is x):
@@ -795,6 +913,8 @@ func (r *Rules) Protected(ctx context.Context, a *Analysis, cwd string) []Protec
 		var name string
 		var certain, ok bool
 		switch {
+		case u.link:
+			name, ok = linkReaches(ctx, set, u.w, cwd)
 		case u.archive:
 			name, ok = archiveReaches(ctx, set.Match, u.w, cwd, archiveNames)
 		case u.patch:
@@ -851,6 +971,11 @@ func (r *Rules) reaches(ctx context.Context, set *protectednames.Set, a *Analysi
 		if n, ok := globReaches(set, g, a.dotglob || w.names != ""); ok {
 			return n, false, true
 		}
+		if w.names == "" && !unknownDir {
+			if n, ok := globMatchReaches(ctx, set, g, cwd, a.dotglob); ok {
+				return n, false, true // cat * through a symlink to .env
+			}
+		}
 	default:
 		if w.values != nil {
 			for _, v := range w.values {
@@ -903,7 +1028,11 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 	case w.kind == literal:
 		roots = []string{w.text}
 	case w.kind == pattern && w.glob != "":
-		for _, alt := range braceAlternatives(w.glob) {
+		alts, err := expandBraces(w.glob, 0)
+		if err != nil {
+			return "", true
+		}
+		for _, alt := range alts {
 			if !filepath.IsAbs(alt) {
 				if cwd == "" {
 					continue // no directory to look in: judged by its name alone
@@ -936,11 +1065,18 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 			}
 			root = filepath.Join(cwd, root)
 		}
+		if n, ok := linkReaches(ctx, set, word{text: root, kind: literal}, ""); ok {
+			return n, true
+		}
 		if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
 			continue
 		}
 		var found string
 		reached := false
+		var ignores *gitIgnores
+		if u.gitignore {
+			ignores = newGitIgnores(root)
+		}
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return nil // unreadable: the program cannot read it either
@@ -952,6 +1088,18 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 			isRoot := p == root
 			if isRoot && below {
 				return nil
+			}
+			if ignores != nil {
+				rel, _ := filepath.Rel(root, p)
+				if ignores.ignored(filepath.ToSlash(rel), d.IsDir()) {
+					if d.IsDir() {
+						return fs.SkipDir
+					}
+					return nil
+				}
+				if d.IsDir() {
+					ignores.enter(filepath.ToSlash(rel))
+				}
 			}
 			if !isRoot && !u.grep.reads(d) {
 				if d.IsDir() {
@@ -982,12 +1130,10 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 					return fs.SkipAll
 				}
 			}
-			if d.Type()&fs.ModeSymlink != 0 {
-				if target, err := filepath.EvalSymlinks(p); err == nil {
-					if n, ok := set.Match(target); ok {
-						found, reached = n, true
-						return fs.SkipAll
-					}
+			if d.Type()&fs.ModeSymlink != 0 && !isRoot {
+				if n, ok := linkReaches(ctx, set, word{text: p, kind: literal}, ""); ok {
+					found, reached = n, true
+					return fs.SkipAll
 				}
 			}
 			return nil
@@ -1018,10 +1164,92 @@ func matchesAny(globs []string, name string) bool {
 	return false
 }
 
+// linkReaches reports a symlink leading to a protected name: by its target
+// as written (a copy keeps it, and a relative one then leads from where
+// the copy lands) and as resolved here.
+func linkReaches(ctx context.Context, set *protectednames.Set, w word, cwd string) (string, bool) {
+	if w.kind != literal {
+		return "", false
+	}
+	p := w.text
+	if !filepath.IsAbs(p) {
+		if cwd == "" {
+			return "", false
+		}
+		p = filepath.Join(cwd, p)
+	}
+	fi, err := os.Lstat(p)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return "", false
+	}
+	if raw, err := os.Readlink(p); err == nil {
+		if n, ok := set.Match(raw); ok {
+			return n, true
+		}
+	}
+	if target, err := filepath.EvalSymlinks(p); err == nil {
+		if n, ok := set.Match(target); ok {
+			return n, true
+		}
+	}
+	return "", false
+}
+
+// globMatchReaches expands a glob in dir as bash does (a * or ? does not
+// match a leading dot unless dotglob, or the pattern's segment starts with
+// one) and reports a match that is a symlink to a protected name.
+func globMatchReaches(ctx context.Context, set *protectednames.Set, glob, cwd string, dotglob bool) (string, bool) {
+	if cwd == "" || strings.HasPrefix(glob, "~") {
+		return "", false
+	}
+	alts, err := ExpandBraces(glob)
+	if err != nil {
+		return "", true
+	}
+	for _, alt := range alts {
+		full := alt
+		if !filepath.IsAbs(full) {
+			full = filepath.Join(cwd, full)
+		}
+		matches, err := filepath.Glob(full)
+		if err != nil || len(matches) > 1024 {
+			return "", true
+		}
+		pat := strings.Split(filepath.Clean(full), "/")
+		for _, m := range matches {
+			if !dotglob && hiddenByBash(pat, strings.Split(m, "/")) {
+				continue
+			}
+			if n, ok := linkReaches(ctx, set, word{text: m, kind: literal}, ""); ok {
+				return n, true
+			}
+		}
+	}
+	return "", false
+}
+
+// hiddenByBash reports a match bash's globbing would not make: a segment
+// starting with a dot matched by a pattern segment that does not.
+func hiddenByBash(pat, match []string) bool {
+	if len(pat) != len(match) {
+		return false
+	}
+	for i := range pat {
+		if strings.HasPrefix(match[i], ".") && !strings.HasPrefix(pat[i], ".") && hasGlobChar(pat[i]) {
+			return true
+		}
+	}
+	return false
+}
+
 // globReaches reports a glob (braces as written) that could match a
 // protected name; with dotglob, a * or ? matches a leading dot too.
 func globReaches(set *protectednames.Set, glob string, dotglob bool) (string, bool) {
-	for _, alt := range braceAlternatives(glob) {
+	alts, err := expandBraces(glob, 0)
+	if err != nil {
+		return "", true // more alternatives than are examined
+	}
+	for _, alt := range alts {
 		if n, ok := set.GlobCouldMatch(alt, dotglob); ok {
 			return n, true
 		}
@@ -1047,30 +1275,3 @@ func relative(w word) bool {
 	return false
 }
 
-// braceAlternatives expands the braces of a glob as written ({a,b}/*),
-// bounded; what it cannot expand is returned as is.
-func braceAlternatives(s string) []string {
-	out := []string{s}
-	for range 8 {
-		var next []string
-		changed := false
-		for _, x := range out {
-			i := strings.IndexByte(x, '{')
-			j := strings.IndexByte(x[max(i, 0):], '}')
-			if i < 0 || j < 0 {
-				next = append(next, x)
-				continue
-			}
-			j += i
-			changed = true
-			for _, alt := range strings.Split(x[i+1:j], ",") {
-				next = append(next, x[:i]+alt+x[j+1:])
-			}
-		}
-		out = next
-		if !changed || len(out) > 64 {
-			break
-		}
-	}
-	return out
-}

@@ -32,6 +32,8 @@ func protectedTree(t *testing.T) string {
 		"build/out.o":          "o\n",
 		"vendor/lib/.git/HEAD": "x\n",
 		"vendor/lib/lib.go":    "package lib\n",
+		".gitignore":           "/.env\nbuild/\n",
+		"other/.env":           "SECRET=xyz\n",
 	}
 	for name, body := range files {
 		p := filepath.Join(dir, name)
@@ -42,6 +44,9 @@ func protectedTree(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
+	os.MkdirAll(filepath.Join(dir, "links"), 0o755)
+	os.Symlink("../.env", filepath.Join(dir, "links/lenv"))
+	os.Symlink("../.git", filepath.Join(dir, "links/g"))
 	writeTar(t, filepath.Join(dir, "src/evil.tar"), false, ".git/PWNED")
 	writeTar(t, filepath.Join(dir, "src/clean.tgz"), true, "pkg/a.txt")
 	writeZip(t, filepath.Join(dir, "src/evil.zip"), ".git/PWNED")
@@ -120,9 +125,18 @@ func TestProtectedThroughTheShell(t *testing.T) {
 		},
 		"trees read or written whole": {
 			{`grep -r SECRET .`, "ask"}, {`grep -r SECRET`, "ask"}, {`grep -R SECRET .`, "ask"}, {`grep --recursive SECRET .`, "ask"},
-			{`grep -rn --exclude=.env SECRET .`, "allow"}, {`grep -rn hello src`, "allow"}, {`rg --hidden SECRET`, "ask"}, {`rg SECRET`, "allow"},
+			{`grep -rn --exclude=.env SECRET other`, "allow"}, {`grep -rn hello src`, "allow"}, {`rg --hidden SECRET`, "ask"}, {`rg SECRET`, "allow"},
 			{`rm -r vendor/lib`, "ask"}, {`git grep --untracked SECRET`, "ask"}, {`git grep SECRET`, "allow"},
-			{`tar -czf /tmp/src.tgz .`, "ask"}, {`find . -name HEAD -delete`, "ask"}, {`find . -name '*.o' -delete`, "allow"},
+			{`tar -czf /tmp/src.tgz .`, "ask"}, {`git add -A`, "ask"}, {`git add src`, "allow"}, {`git add -A -- src`, "allow"},
+			{`git add -f .env`, "ask"}, {`git stash push -u`, "ask"}, {`git add -A ':!other'`, "ask"}, {`git clean -fdx`, "allow"},
+			{`git hash-object -w --stdin-paths <<< .env`, "ask"}, {`find . -maxdepth 1 -type f | git hash-object -w --stdin-paths`, "ask"},
+			{`git --work-tree=vendor/lib checkout HEAD -- .`, "allow"},
+			{`git --work-tree=.git/hooks checkout HEAD -- pre-commit`, "ask"}, {`git --work-tree=.claude checkout HEAD -- .`, "ask"},
+			{`git init .codex`, "ask"}, {`git clone -q . .git/c`, "ask"}, {`git worktree add .claude/w`, "ask"}, {`git config --file .mcp.json a.b c`, "ask"},
+			{`git --git-dir=.git log`, "allow"}, {`git --git-dir=.claude init`, "ask"}, {`git bundle create .mcp.json HEAD`, "ask"}, {`grep -r --exclude=.env --include=.* SECRET .`, "ask"},
+			{`grep -r --exclude=.env --include="$x" SECRET .`, "ask"}, {`env -C .git touch x`, "ask"}, {`env -C src touch x`, "allow"},
+			{`find . -name HEAD -execdir sh -c 'echo x > HEAD' \;`, "ask"}, {`git -C src diff --no-index . ..`, "ask"},
+			{`unshare --wd=.git touch x`, "ask"}, {`tar czf /tmp/dist.tgz -C build .`, "allow"}, {`cd src && grep -r SECRET ..`, "ask"}, {`find . -name HEAD -delete`, "ask"}, {`find . -name '*.o' -delete`, "allow"},
 			{`find . -name '*' -exec cat {} +`, "ask"}, {`wc -l $(find . -name '*.txt')`, "allow"}, {`cat $(find . -type f)`, "ask"}, {`rm -r build`, "allow"}, {`chmod -R 755 .`, "ask"}, {`chmod -R 755 src/b.go`, "allow"},
 			{`cp -a src/stage/.git .`, "ask"}, {`cp -r src/stage/. .`, "ask"}, {`cp -r src/stage /tmp/x`, "ask"}, {`cp -r build /tmp/y`, "allow"},
 			{`mv src/stage/.git .`, "ask"}, {`cp src/a.txt /tmp/a.txt`, "allow"},
@@ -145,7 +159,10 @@ func TestProtectedThroughTheShell(t *testing.T) {
 		"output options and operands": {
 			{`sort -o .git/PWNED src/a.txt`, "ask"}, {`sort --output=.git/PWNED src/a.txt`, "ask"}, {`sort -o.git/PWNED src/a.txt`, "ask"},
 			{`uniq src/a.txt .git/PWNED`, "ask"}, {`xxd src/a.txt .git/PWNED`, "ask"}, {`split -n1 src/a.txt .git/PWNED`, "ask"},
-			{`dd if=.env`, "ask"}, {`dd if=src/a.txt of=/tmp/out.txt`, "allow"}, {`git show HEAD:.env`, "ask"}, {`grep -f.env src/a.txt`, "ask"},
+			{`dd if=.env`, "ask"}, {`dd if=.e{x,nv}`, "ask"}, {`dd if{=/dev/null,=.env}`, "ask"}, {`dd if=src/a.txt of={x,.git}/config`, "ask"},
+			{`cat links/*`, "ask"}, {`cat links/l*`, "ask"}, {`cp -a links/g /tmp/z`, "ask"}, {`cp -P links/g gg && touch gg/x`, "ask"},
+			{`cp -l .git/config /tmp/hl && echo x >> /tmp/hl`, "ask"}, {`cp --symbolic-link $PWD/.git/config /tmp/sl`, "ask"},
+			{`cp src/a.txt src/a2.txt`, "allow"}, {`dd if=src/a.txt of=/tmp/out.txt`, "allow"}, {`git show HEAD:.env`, "ask"}, {`grep -f.env src/a.txt`, "ask"},
 			{`sort -o /tmp/sorted src/a.txt`, "allow"}, {`sort src/a.txt`, "allow"}, {`gcc -o .git/hooks/pre-commit x.c`, "ask"},
 			{`logsave .git/PWNED ls`, "ask"}, {`script -q -c ls .git/PWNED`, "ask"}, {`cargo build --target-dir .git/x`, "ask"},
 			{`cat ".e"*`, "ask"}, {`cat '.e'*`, "ask"}, {`cat "."e*`, "ask"},

@@ -123,7 +123,10 @@ type Tables struct {
 	// ResponseFilePrograms read more options from an @FILE argument:
 	// options that may run a command, from a file the analysis cannot see.
 	ResponseFilePrograms []string `json:"response_file_programs"`
-	DefaultDirectory     []string `json:"default_directory"`
+	// StdinNameOptions are options with which a program takes the names of
+	// the files it reads from stdin (git hash-object --stdin-paths).
+	StdinNameOptions map[string][]string `json:"stdin_name_options"`
+	DefaultDirectory []string            `json:"default_directory"`
 
 	c *compiled
 }
@@ -190,6 +193,7 @@ type compiled struct {
 	readerValues  map[string]string
 	shellRunners  map[string]bool
 	responseFiles map[string]bool
+	stdinNames    map[string][]string
 	defaultDir    map[string]bool
 	patternOpts   map[string][]string
 	patternOps    map[string]int
@@ -299,6 +303,7 @@ func (t *Tables) compile() (*compiled, error) {
 		readerValues:  t.ReaderValueOptions,
 		shellRunners:  set(t.ShellRunners),
 		responseFiles: set(t.ResponseFilePrograms),
+		stdinNames:    t.StdinNameOptions,
 		defaultDir:    set(t.DefaultDirectory),
 		patternOpts:   t.PatternOptions,
 		patternOps:    t.PatternOperands,

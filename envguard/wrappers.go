@@ -603,6 +603,16 @@ func (a *analyzer) scriptWord(ctx leafCtx, what string, w word, extra []word, de
 	if !positional.MatchString(script) {
 		extra = nil // the words are $0, $1 … of a script that reads none of them
 	}
+	// a shell a wrapper moved (env -C d sh -c …, find -execdir sh -c …)
+	// runs its script there
+	if ctx.dirUnknown {
+		a.moved()
+	}
+	if ctx.dir != "" {
+		outer := a.dir
+		a.dir = joinDir(a.dir, ctx.dir)
+		defer func() { a.dir = outer }()
+	}
 	for _, e := range extra {
 		if e.kind == literal {
 			script += " " + shellQuote(e.text)
