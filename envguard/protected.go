@@ -266,9 +266,11 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	valueLetters, hasValues := c.readerValues[canon]
 	files := 0
 	record := func(w word) {
-		files++
+		if w.kind != literal || !strings.HasPrefix(w.text, "-") {
+			files++
+		}
 		if writes {
-			a.use(ctx, pathUse{w: w, write: true, tree: tree, what: name + " writing"})
+			a.use(ctx, pathUse{w: w, write: true, tree: tree, ownGit: key == "git clean", what: name + " writing"})
 			if w.kind != pattern {
 				a.execConfig(ctx, name+" writing", w.text)
 			}
@@ -285,6 +287,10 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	}
 	for i := 0; i < len(args); i++ {
 		w := args[i]
+		if w.kind == pattern && strings.HasPrefix(w.glob, "-") {
+			// --include=.?nv: an option, as bash leaves a glob no file matches
+			w = word{text: unescapeGlob(w.glob), kind: literal}
+		}
 		if canon == "tar" && w.kind == literal {
 			// tar -C DIR: the operands after it are in DIR
 			if dir, n, ok := tarDir(args, i); ok {
@@ -346,7 +352,7 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 		// git clean with no path cleans the working tree (a .git is git's)
 		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, write: true, tree: true, below: true, ownGit: true, what: name + " writing"})
 	}
-	if tree && files == 0 && (c.defaultDir[key] || c.defaultDir[canon]) {
+	if tree && files == 0 && !writes && (c.defaultDir[key] || c.defaultDir[canon]) {
 		// grep -r with no file searches the working directory
 		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, tree: true, what: name + " reading", grep: filter, gitignore: gitTakes && !forced})
 	}

@@ -128,7 +128,7 @@ func TestProtectedThroughTheShell(t *testing.T) {
 			{`grep -rn --exclude=.env SECRET other`, "allow"}, {`grep -rn hello src`, "allow"}, {`rg --hidden SECRET`, "ask"}, {`rg SECRET`, "allow"},
 			{`rm -r vendor/lib`, "ask"}, {`git grep --untracked SECRET`, "ask"}, {`git grep SECRET`, "allow"},
 			{`tar -czf /tmp/src.tgz .`, "ask"}, {`git add -A`, "ask"}, {`git add src`, "allow"}, {`git add -A -- src`, "allow"},
-			{`git add -f .env`, "ask"}, {`git stash push -u`, "ask"}, {`git add -A ':!other'`, "ask"}, {`git clean -fdx`, "allow"},
+			{`git add -f .env`, "ask"}, {`git stash push -u`, "ask"}, {`git add -A ':!other'`, "ask"}, {`git clean -fdx`, "ask"}, {`git clean -fdx src`, "allow"},
 			{`git hash-object -w --stdin-paths <<< .env`, "ask"}, {`find . -maxdepth 1 -type f | git hash-object -w --stdin-paths`, "ask"},
 			{`git --work-tree=vendor/lib checkout HEAD -- .`, "allow"},
 			{`git --work-tree=.git/hooks checkout HEAD -- pre-commit`, "ask"}, {`git --work-tree=.claude checkout HEAD -- .`, "ask"},

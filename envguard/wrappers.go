@@ -245,9 +245,11 @@ func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error
 	}
 	c := a.t.tables()
 	if c.runners[name] || c.runners[canon] {
+		a.fedFiles(ctx, name, args)
 		return a.runner(ctx, name, args, depth)
 	}
 	if rest, ok := a.subRunner(canon, args); ok {
+		a.fedFiles(ctx, name, args)
 		return a.runner(ctx, name, rest, depth)
 	}
 	w, ok := c.wrappers[name]
@@ -275,17 +277,30 @@ func (a *analyzer) madeFiles(ctx leafCtx, name, canon string, args []word) {
 			a.unseen(name+" given a file a process substitution makes ("+clip(w.text)+"), which it may run", ctx.src)
 			return
 		}
-		// kubectl --kubeconfig=/dev/stdin <<EOF: a configuration the
-		// command itself feeds in, which may name programs to run
-		if w.kind == literal {
-			text := w.text
-			if _, v, ok := strings.Cut(text, "="); ok && strings.HasPrefix(text, "-") {
-				text = v
-			}
-			if text != "-" && devPath(text) == devStdin {
-				a.unseen(name+" reading a file the command feeds in ("+clip(w.text)+"), which it may run", ctx.src)
-				return
-			}
+	}
+	a.fedFiles(ctx, name, args)
+}
+
+// fedFiles judges a descriptor given to a program as a file (kubectl
+// --kubeconfig=/dev/stdin <<EOF, npm --userconfig /dev/stdin): a
+// configuration the command itself feeds in, which may name programs to
+// run. Only the data_readers read one as data.
+func (a *analyzer) fedFiles(ctx leafCtx, name string, args []word) {
+	c := a.t.tables()
+	if c.dataReaders[name] || c.dataReaders[a.t.canonicalName(name)] {
+		return
+	}
+	for _, w := range args {
+		if w.kind != literal {
+			continue
+		}
+		text := w.text
+		if _, v, ok := strings.Cut(text, "="); ok && strings.HasPrefix(text, "-") {
+			text = v
+		}
+		if text != "-" && devPath(text) == devStdin {
+			a.unseen(name+" reading a file the command feeds in ("+clip(w.text)+"), which it may run", ctx.src)
+			return
 		}
 	}
 }
