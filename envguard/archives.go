@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,7 +142,10 @@ func archiveNames(ctx context.Context, p string) ([]string, error) {
 // name: one of them names it, or the archive cannot be read. With no
 // directory to resolve a relative archive in, it is judged by its name
 // alone.
-func archiveReaches(ctx context.Context, match func(string) (string, bool), w word, cwd string, list func(context.Context, string) ([]string, error)) (string, bool) {
+//
+// An archive that does not exist, and that the command does not write
+// first, extracts nothing: the program fails.
+func archiveReaches(ctx context.Context, match func(string) (string, bool), w word, cwd string, list func(context.Context, string) ([]string, error), written func(word) bool) (string, bool) {
 	if w.kind != literal {
 		return "", true
 	}
@@ -153,6 +157,9 @@ func archiveReaches(ctx context.Context, match func(string) (string, bool), w wo
 		p = filepath.Join(cwd, p)
 	}
 	names, err := list(ctx, p)
+	if errors.Is(err, fs.ErrNotExist) && !written(w) {
+		return "", false
+	}
 	if err != nil {
 		return "", true
 	}

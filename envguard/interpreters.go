@@ -32,7 +32,7 @@ func (a *analyzer) interpreter(ctx leafCtx, name string, inline []string, args [
 		case t == "-":
 			a.unseen(name+" reading its program from stdin", ctx.src)
 			return
-		case t == "--version" || t == "-V" || t == "--help" || t == "-h" || (t == "-v" && strings.HasPrefix(name, "perl")):
+		case t == "--version" || t == "-V" || t == "--help" || t == "-h" || (t == "-v" && (strings.HasPrefix(name, "perl") || strings.HasPrefix(name, "ruby"))):
 			return
 		case strings.Contains(t, "data:"):
 			a.unseen(name+" loading code from a data: URL", ctx.src)

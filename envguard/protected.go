@@ -28,6 +28,9 @@ type pathUse struct {
 	dirUnknown, moved bool
 	// ownGit: a repository git is pointed at; a .git is its own to write.
 	ownGit bool
+	// deep: a recursive program is given each name found (rm -r {}): all
+	// of the tree under a name that matches only counts.
+	deep bool
 	// link: only where the word leads counts — a symlink a copy keeps
 	// (cp -a, cp -P) is written through later.
 	link bool
@@ -80,11 +83,11 @@ func (a *analyzer) use(ctx leafCtx, u pathUse) {
 		// last segment matches find's -name.
 		if u.w.names != "" {
 			named := u
-			named.w.found = nil
+			named.w.found, named.tree = nil, false
 			a.out.paths = append(a.out.paths, named)
 		}
 		for _, root := range u.w.found {
-			a.use(ctx, pathUse{w: root, write: u.write, tree: true, what: u.what, only: u.w.only})
+			a.use(ctx, pathUse{w: root, write: u.write, tree: true, what: u.what, only: u.w.only, gitignore: u.w.gitignore, deep: u.tree})
 		}
 		return
 	}
@@ -922,9 +925,9 @@ func (r *Rules) Protected(ctx context.Context, a *Analysis, cwd string) []Protec
 		case u.link:
 			name, ok = linkReaches(ctx, set, u.w, cwd)
 		case u.archive:
-			name, ok = archiveReaches(ctx, set.Match, u.w, cwd, archiveNames)
+			name, ok = archiveReaches(ctx, set.Match, u.w, cwd, archiveNames, a.writes)
 		case u.patch:
-			name, ok = archiveReaches(ctx, set.Match, u.w, cwd, patchNames)
+			name, ok = archiveReaches(ctx, set.Match, u.w, cwd, patchNames, a.writes)
 		case !u.below:
 			name, certain, ok = r.reaches(ctx, set, a, u, cwd, unknownDir)
 		}
@@ -1075,10 +1078,14 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 			return n, true
 		}
 		if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+			if n, ok := set.Match(root); ok && !below {
+				return n, true // a found name that is the starting point itself
+			}
 			continue
 		}
 		var found string
 		reached := false
+		var inside []string // found directories a recursive program takes whole
 		var ignores *gitIgnores
 		if u.gitignore {
 			ignores = newGitIgnores(root)
@@ -1113,8 +1120,11 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 				}
 				return nil
 			}
-			if u.only != "" && !foundName(u.only, d.Name()) {
+			if u.only != "" && !foundName(u.only, d.Name()) && !under(p, inside) {
 				return nil
+			}
+			if u.only != "" && u.deep && d.IsDir() && foundName(u.only, d.Name()) {
+				inside = append(inside, p+"/")
 			}
 			if fast {
 				// every name of every path below is some entry's own name
@@ -1151,6 +1161,15 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 	return "", false
 }
 
+func under(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(p, d) {
+			return true
+		}
+	}
+	return false
+}
+
 // foundName reports a name find's -name (or, in lower case, -iname)
 // pattern matches; a pattern no matcher reads matches everything.
 func foundName(only, name string) bool {
@@ -1164,6 +1183,21 @@ func foundName(only, name string) bool {
 func matchesAny(globs []string, name string) bool {
 	for _, g := range globs {
 		if ok, err := path.Match(g, name); ok && err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// writes reports whether the command may write the file a word names
+// before it is read: a write of the same word, or one known only at run
+// time.
+func (a *Analysis) writes(w word) bool {
+	for _, u := range a.paths {
+		if !u.write || u.archive || u.patch {
+			continue
+		}
+		if u.w.kind != literal || u.w.text == w.text || strings.HasSuffix(u.w.text, "/"+w.text) || strings.HasSuffix(w.text, "/"+u.w.text) {
 			return true
 		}
 	}
@@ -1280,4 +1314,3 @@ func relative(w word) bool {
 	}
 	return false
 }
-

@@ -168,7 +168,8 @@ func TestProtectedThroughTheShell(t *testing.T) {
 			{`cat ".e"*`, "ask"}, {`cat '.e'*`, "ask"}, {`cat "."e*`, "ask"},
 		},
 		"archives": {
-			{`tar -xf src/evil.tar`, "ask"}, {`tar xf src/evil.tar`, "ask"}, {`unzip -o src/evil.zip`, "ask"}, {`tar -xf - < src/evil.tar`, "ask"},
+			{`tar -xf src/evil.tar`, "ask"}, {`tar xf src/evil.tar`, "ask"}, {`unzip -o src/evil.zip`, "ask"}, {`tar -xf - < src/evil.tar`, "ask"}, {`tar -xzf none.tgz -C /tmp`, "allow"}, {`patch -p1 < none.patch`, "allow"},
+			{`cp src/evil.tar x.tar && tar -xf x.tar`, "ask"}, {`cat src/evil.patch > y.patch; patch -p1 < y.patch`, "ask"},
 			{`tar -xzf src/clean.tgz -C /tmp/x`, "allow"}, {`tar -xzf src/clean.tgz -C .git`, "ask"}, {`unzip -o src/clean.zip -d /tmp/z`, "allow"},
 			{`tar -tzf src/clean.tgz`, "allow"}, {`tar -czf /tmp/src.tgz src/b.go`, "allow"}, {`patch -p1 < src/evil.patch`, "ask"}, {`git apply src/evil.patch`, "ask"},
 			{`patch -p1 -i src/evil.patch`, "ask"}, {`cat src/evil.patch | patch -p1`, "ask"}, {`patch -p1 < src/ok.patch`, "allow"},
@@ -195,7 +196,12 @@ func TestProtectedThroughTheShell(t *testing.T) {
 			{`grep -rn TODO --include='*.go' .`, "allow"}, {`grep -rn TODO --include='.e*' .`, "ask"},
 			{`for f in $(git ls-files '*.go'); do gofmt -l "$f"; done`, "allow"}, {`for f in $(git ls-files); do cat "$f"; done`, "ask"},
 			{`for f in $(find . -name '*.go'); do cat "$f"; done`, "allow"}, {`for f in $(find . -name '*'); do cat "$f"; done`, "ask"},
-			{`wc -l $(git ls-files '*.go')`, "allow"}, {`cat $(git ls-files '.e*')`, "ask"},
+			{`wc -l $(git ls-files '*.go')`, "allow"}, {`cat $(git ls-files '.e*')`, "ask"}, {`for f in $(ls src); do wc -l "src/$f"; done`, "allow"},
+			{`awk '{print $1}' $(ls src/*.txt)`, "allow"}, {`for f in $(ls -a); do cat "$f"; done`, "ask"}, {`sed -i 's/a/b/' $(grep -rl o build)`, "allow"}, {`sed -i 's/a/b/' $(grep -rl x src)`, "ask"},
+			{`grep -rl SECRET . | xargs cat`, "ask"}, {`git ls-files | xargs grep -l hello`, "ask"}, {`wc -l $(git ls-files)`, "ask"},
+			{`for f in src/*.go; do mv "$f" "${f%.go}.bak"; done`, "allow"}, {`for f in .e*; do cp "$f" "${f%v}"; done`, "ask"},
+			{`find . -name '*.go' -print0 | xargs -0 wc -l`, "allow"}, {`xargs -I{} cp {} /tmp/out < src/a.txt`, "ask"},
+			{`find . -type d -name stage -prune -exec rm -r {} +`, "ask"}, {`find . -type d -name __pycache__ -exec rm -r {} +`, "allow"},
 		},
 	}
 	total := 0

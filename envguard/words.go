@@ -37,6 +37,8 @@ type word struct {
 	// only is the glob (lower case for -iname) every found name's last
 	// segment matches, when find's expression requires one.
 	only string
+	// gitignore: of found names, only those .gitignore does not leave out.
+	gitignore bool
 	// procSubst: the word is <(…), a file a command's output fills.
 	procSubst bool
 }
@@ -66,7 +68,7 @@ func wordOf(src string, w *syntax.Word) word {
 		out.kind, out.home = opaque, !dynamic
 		return out
 	}
-	if re, ok := globPattern(w); ok {
+	if re, ok := globPattern(w); ok && !bashLeavesAlone(w) {
 		out.kind, out.pattern, out.glob = pattern, re, globText(w)
 		return out
 	}
@@ -202,7 +204,26 @@ func (sc *scope) expand(parts []syntax.WordPart, max int) []string {
 					break
 				}
 			}
-			if p.Param == nil || p.Excl || p.Length || p.Index != nil || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Names != 0 {
+			var trim func(string) string
+			if p.Exp != nil && p.Param != nil && !p.Excl && !p.Length && p.Index == nil && p.Slice == nil && p.Repl == nil && p.Names == 0 {
+				// ${f%.go}, ${f#./}: a literal suffix or prefix taken off
+				cut := ""
+				if p.Exp.Word != nil {
+					if w := wordOf("", p.Exp.Word); w.kind == literal && !strings.ContainsAny(w.text, "*?[\\") {
+						cut = w.text
+					}
+				}
+				switch op := p.Exp.Op; {
+				case cut == "":
+				case op == syntax.RemSmallSuffix || op == syntax.RemLargeSuffix:
+					trim = func(v string) string { return strings.TrimSuffix(v, cut) }
+				case op == syntax.RemSmallPrefix || op == syntax.RemLargePrefix:
+					trim = func(v string) string { return strings.TrimPrefix(v, cut) }
+				}
+				if trim == nil {
+					return nil
+				}
+			} else if p.Param == nil || p.Excl || p.Length || p.Index != nil || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Names != 0 {
 				return nil
 			}
 			name := p.Param.Value
@@ -216,6 +237,13 @@ func (sc *scope) expand(parts []syntax.WordPart, max int) []string {
 				return nil
 			}
 			alts = sc.values[name]
+			if trim != nil {
+				cut := make([]string, len(alts))
+				for i, v := range alts {
+					cut[i] = trim(v)
+				}
+				alts = cut
+			}
 		default:
 			return nil
 		}
@@ -240,6 +268,45 @@ func pwdCommand(cs *syntax.CmdSubst) bool {
 		lit := w.Lit()
 		if i == 0 && lit != "pwd" || i == 1 && lit != "-P" && lit != "-L" {
 			return false
+		}
+	}
+	return true
+}
+
+// bashLeavesAlone reports a word with braces bash does not expand and no
+// glob character: {} and {x} (find's and xargs' {}) are plain text.
+func bashLeavesAlone(w *syntax.Word) bool {
+	// the word with each quoted part as plain text (its braces and commas
+	// are literal, but a brace around it still expands)
+	var b strings.Builder
+	for _, p := range w.Parts {
+		if lit, ok := p.(*syntax.Lit); ok {
+			b.WriteString(lit.Value)
+		} else {
+			b.WriteString("q")
+		}
+	}
+	{
+		v := b.String()
+		if strings.ContainsAny(v, "*?[") {
+			return false
+		}
+		for i := 0; i < len(v); i++ {
+			if v[i] == '\\' {
+				i++
+				continue
+			}
+			if v[i] != '{' {
+				continue
+			}
+			end := strings.IndexByte(v[i:], '}')
+			if end < 0 {
+				continue
+			}
+			inner := v[i+1 : i+end]
+			if strings.Contains(inner, ",") || strings.Contains(inner, "..") || strings.Contains(inner, "{") {
+				return false
+			}
 		}
 	}
 	return true

@@ -567,6 +567,45 @@ func (a *analyzer) listedNames(src string, s *syntax.Stmt) (string, bool) {
 		}
 	}
 	if strings.Trim(glob, "*") == "" {
+		return a.lsNames(src, s)
+	}
+	return glob, true
+}
+
+// lsNames is the glob of names an ls prints: with no -a or -A, the names
+// in the directories it lists, none starting with a dot (a glob of only *,
+// as bash reads it), or the one glob it is given.
+func (a *analyzer) lsNames(src string, s *syntax.Stmt) (string, bool) {
+	call, ok := s.Cmd.(*syntax.CallExpr)
+	if !ok || len(s.Redirs) > 0 || len(call.Assigns) > 0 || len(call.Args) == 0 || a.sc != nil && a.sc.names["ls"] {
+		return "", false
+	}
+	if w := a.wordOf(src, call.Args[0]); w.kind != literal || w.text != "ls" {
+		return "", false
+	}
+	glob := "*"
+	globs := 0
+	for _, arg := range call.Args[1:] {
+		w := a.wordOf(src, arg)
+		switch {
+		case w.kind == literal && strings.HasPrefix(w.text, "-"):
+			if strings.HasPrefix(w.text, "--") && (w.text == "--all" || w.text == "--almost-all") ||
+				!strings.HasPrefix(w.text, "--") && strings.ContainsAny(w.text, "aAfd") {
+				return "", false // dot names too, or the directories themselves
+			}
+		case w.kind == literal:
+			for _, seg := range strings.Split(w.text, "/") {
+				if strings.HasPrefix(seg, ".") && seg != "." && seg != ".." {
+					return "", false
+				}
+			}
+		case w.kind == pattern && w.glob != "":
+			glob, globs = w.glob, globs+1
+		default:
+			return "", false
+		}
+	}
+	if globs > 1 {
 		return "", false
 	}
 	return glob, true
@@ -589,12 +628,54 @@ func (a *analyzer) findOutput(src string, s *syntax.Stmt) (word, bool) {
 			return word{}, false
 		}
 	}
-	if words[0].kind != literal || a.t.canonicalName(path.Base(words[0].text)) != "find" || a.sc != nil && a.sc.names[words[0].text] {
+	if words[0].kind != literal || a.sc != nil && a.sc.names[words[0].text] {
+		return word{}, false
+	}
+	switch prog := a.t.canonicalName(path.Base(words[0].text)); {
+	case prog == "git" && len(words) >= 2 && words[1].text == "ls-files" || prog == "git" && len(words) >= 3 && words[1].text == "diff" && hasAnyLiteral(words[2:], "--name-only"):
+		// tracked files: the tree less what .gitignore leaves out
+		for _, w := range words[2:] {
+			switch {
+			case w.kind != literal:
+				return word{}, false
+			case w.text == "-o" || w.text == "--others" || w.text == "-i" || w.text == "--ignored" || w.text == "--format" ||
+				strings.HasPrefix(w.text, "--format=") || w.text == "-s" || w.text == "--stage" || w.text == "--debug":
+				return word{}, false
+			case !strings.HasPrefix(w.text, "-") && words[1].text == "ls-files":
+				return word{}, false // a pathspec: listedNames' business
+			}
+		}
+		return word{text: "<names git lists>", kind: pattern, pattern: "^.*$", found: []word{{text: ".", kind: literal}}, gitignore: true}, true
+	case (prog == "grep" || prog == "egrep" || prog == "fgrep" || prog == "rg") && (hasShortLetter(words[1:], 'l') || hasAnyLiteral(words[1:], "--files-with-matches")):
+		// grep -rl PATTERN DIR: names of files under DIR
+		var roots []word
+		wantPattern := true // the first operand is the pattern, unless -e or -f gives it
+		for i, w := range words[1:] {
+			if w.kind == opaque {
+				return word{}, false
+			}
+			if w.kind == literal && strings.HasPrefix(w.text, "-") {
+				if w.text == "-e" || w.text == "-f" || w.text == "--regexp" || w.text == "--file" {
+					wantPattern = false
+				}
+				continue
+			}
+			if wantPattern {
+				wantPattern = false
+				continue
+			}
+			roots = append(roots, words[1+i])
+		}
+		if len(roots) == 0 {
+			roots = []word{{text: ".", kind: literal}}
+		}
+		return word{text: "<names grep lists>", kind: pattern, pattern: "^.*$", found: roots}, true
+	case prog != "find":
 		return word{}, false
 	}
 	for _, w := range words[1:] {
 		switch w.text {
-		case "-printf", "-fprintf", "-ls", "-fls", "-exec", "-execdir", "-ok", "-okdir", "-print0":
+		case "-printf", "-fprintf", "-ls", "-fls", "-exec", "-execdir", "-ok", "-okdir":
 			return word{}, false // prints more than the names, or runs a command
 		}
 	}
