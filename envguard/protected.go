@@ -31,6 +31,9 @@ type pathUse struct {
 	// deep: a recursive program is given each name found (rm -r {}): all
 	// of the tree under a name that matches only counts.
 	deep bool
+	// tracked: names git lists (git ls-files): the index's entries, or
+	// else the tree less what .gitignore leaves out.
+	tracked bool
 	// link: only where the word leads counts — a symlink a copy keeps
 	// (cp -a, cp -P) is written through later.
 	link bool
@@ -87,7 +90,7 @@ func (a *analyzer) use(ctx leafCtx, u pathUse) {
 			a.out.paths = append(a.out.paths, named)
 		}
 		for _, root := range u.w.found {
-			a.use(ctx, pathUse{w: root, write: u.write, tree: true, what: u.what, only: u.w.only, gitignore: u.w.gitignore, deep: u.tree})
+			a.use(ctx, pathUse{w: root, write: u.write, tree: true, what: u.what, only: u.w.only, gitignore: u.w.gitignore, tracked: u.w.gitignore, deep: u.tree})
 		}
 		return
 	}
@@ -1058,6 +1061,17 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 		roots = w.values
 	default:
 		return "", true
+	}
+	if u.tracked && cwd != "" && !unknownDir {
+		// names git lists: the index's, when it can be read
+		if names, err := trackedNames(cwd); err == nil {
+			for _, n := range names {
+				if name, ok := set.Match(n); ok {
+					return name, true
+				}
+			}
+			return "", false
+		}
 	}
 	seen := 0
 	deadline := time.Now().Add(maxTreeTime)

@@ -287,3 +287,45 @@ func copyTree(t *testing.T, src string) string {
 	}
 	return dst
 }
+
+// TestTrackedNames reads git's own index, as each version writes it, and
+// agrees with git ls-files.
+func TestTrackedNames(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is needed: scripts/test installs it")
+	}
+	for _, version := range []string{"2", "3", "4"} {
+		dir := t.TempDir()
+		for _, f := range []string{"a.txt", "src/b.go", "src/deep/dir/c.md", "src/deep/dir/d.md", ".env", "x y"} {
+			os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755)
+			os.WriteFile(filepath.Join(dir, f), []byte(f), 0o644)
+		}
+		git := func(args ...string) string {
+			c := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+			out, err := c.CombinedOutput()
+			if err != nil {
+				t.Fatalf("git %v: %v: %s", args, err, out)
+			}
+			return string(out)
+		}
+		git("init", "-q")
+		git("add", "-A")
+		git("update-index", "--index-version", version)
+		if version == "3" {
+			git("update-index", "--skip-worktree", "a.txt") // an extended-flags entry
+		}
+		names, err := trackedNames(filepath.Join(dir, "src"))
+		if err != nil {
+			t.Fatalf("index version %s: %v", version, err)
+		}
+		var got []string
+		for _, n := range names {
+			rel, _ := filepath.Rel(dir, n)
+			got = append(got, rel)
+		}
+		want := strings.Fields(strings.ReplaceAll(git("ls-files", "-z"), "\x00", "\n"))
+		if strings.Join(got, "|") != strings.Join([]string{".env", "a.txt", "src/b.go", "src/deep/dir/c.md", "src/deep/dir/d.md", "x y"}, "|") {
+			t.Errorf("index version %s: got %q (git ls-files: %q)", version, got, want)
+		}
+	}
+}
