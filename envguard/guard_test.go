@@ -126,6 +126,8 @@ func TestGuardShapes(t *testing.T) {
 			{"PYTHON3 x", "deny"}, {"pythonx x", "allow"}, {"python-config", "allow"}, {"ipython", "allow"}, {"curl7 x", "deny"},
 		},
 		"rules: options in any grouping and order": {
+			{"rm -r --interactive=never d", "deny"}, {"rm -r --inter=n d", "deny"}, {"rm --recursive --interactive=none d", "deny"},
+			{"rm -r --interactive=always d", "allow"}, {"rm --interactive=never f", "allow"},
 			{"rm -rf x", "deny"}, {"rm -fr x", "deny"}, {"rm -r -f x", "deny"}, {"rm x -Rf", "deny"}, {"rm -RF x", "deny"},
 			{"rm --recursive --force x", "deny"}, {"rm --rec --for x", "deny"}, {"rm -r --force x", "deny"}, {"rm -vrf x", "deny"},
 			{"rm -r build", "allow"}, {"rm -f x", "allow"}, {"rm x", "allow"}, {"rm --recursive build", "allow"},

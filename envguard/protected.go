@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/toolpdp/toolpdp/envguard/protectednames"
 )
@@ -27,8 +28,10 @@ type pathUse struct {
 	below bool
 	// skip are the --exclude (files) and --exclude-dir (directories)
 	// globs of a recursive grep: names it does not read.
-	skip  []string
-	skipD []string
+	skip, skipD []string
+	// includes are a recursive grep's --include globs: with any, only
+	// files whose name matches one are read.
+	includes []string
 	// only: of a tree, only names whose last segment matches this glob
 	// (find -name's) count; lower case compares without case.
 	only string
@@ -86,6 +89,11 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 		}
 	}
 	a.outputOptions(ctx, name, key, args)
+	if lists, ok := c.nameLists[key]; ok && optionGiven(lists, args) {
+		// tar -T LIST: the files are the names the list holds
+		_, writer := c.writers[canon]
+		a.pathUse(ctx, name+" taking file names from a list", word{text: "<names in a list>", kind: opaque}, writer)
+	}
 	rec, ok := c.recursive[key]
 	if !ok {
 		rec = c.recursive[canon]
@@ -187,9 +195,9 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	if patternsLeft > 0 && hasAnyLiteral(args, "-e", "--regexp", "-f", "--file") {
 		patternsLeft = 0 // the pattern is an option's value: every operand is a file
 	}
-	var skipF, skipD []string
+	var skipF, skipD, only []string
 	if tree && !writes && strings.HasSuffix(canon, "grep") {
-		skipF, skipD = grepExcludes(args)
+		skipF, skipD, only = grepExcludes(args)
 	}
 	skip := skipF
 	files := 0
@@ -206,7 +214,7 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			}
 			return
 		}
-		a.use(ctx, pathUse{w: w, tree: tree, what: name + " reading", skip: skip, skipD: skipD})
+		a.use(ctx, pathUse{w: w, tree: tree, what: name + " reading", skip: skip, skipD: skipD, includes: only})
 	}
 	for i := 0; i < len(args); i++ {
 		w := args[i]
@@ -253,18 +261,18 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	}
 	if tree && files == 0 && (c.defaultDir[key] || c.defaultDir[canon]) {
 		// grep -r with no file searches the working directory
-		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, tree: true, what: name + " reading", skip: skip, skipD: skipD})
+		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, tree: true, what: name + " reading", skip: skip, skipD: skipD, includes: only})
 	}
 }
 
 // grepExcludes are a grep's --exclude and --exclude-dir globs, literal
 // ones only (any other excludes nothing the analysis can count on).
-func grepExcludes(args []word) (files, dirs []string) {
+func grepExcludes(args []word) (files, dirs, includes []string) {
 	for i, w := range args {
 		if w.kind != literal {
 			continue
 		}
-		for _, o := range []string{"--exclude", "--exclude-dir"} {
+		for _, o := range []string{"--exclude", "--exclude-dir", "--include"} {
 			v, ok := "", false
 			if w.text == o && i+1 < len(args) && args[i+1].kind == literal {
 				v, ok = args[i+1].text, true
@@ -274,14 +282,17 @@ func grepExcludes(args []word) (files, dirs []string) {
 			if !ok {
 				continue
 			}
-			if o == "--exclude" {
+			switch o {
+			case "--exclude":
 				files = append(files, v)
-			} else {
+			case "--include":
+				includes = append(includes, v)
+			default:
 				dirs = append(dirs, v)
 			}
 		}
 	}
-	return files, dirs
+	return files, dirs, includes
 }
 
 // stemOf is a literal file name without its last extension (x.gz is x):
@@ -359,13 +370,19 @@ func recursive(opts []string, args []word) bool {
 			return true
 		}
 	}
+	return optionGiven(opts, args)
+}
+
+// optionGiven reports one of opts among args: as written, with =VALUE,
+// grouped in a short cluster, or a long one's unambiguous prefix.
+func optionGiven(opts []string, args []word) bool {
 	for _, w := range args {
 		if w.kind != literal || !strings.HasPrefix(w.text, "-") || w.text == "-" || w.text == "--" {
 			continue
 		}
 		for _, o := range opts {
 			switch {
-			case w.text == o:
+			case w.text == o || strings.HasPrefix(w.text, o+"="):
 				return true
 			case strings.HasPrefix(o, "--") && strings.HasPrefix(w.text, "--"):
 				long, _, _ := strings.Cut(w.text, "=")
@@ -658,9 +675,13 @@ func (r *Rules) reaches(ctx context.Context, set *protectednames.Set, a *Analysi
 	return "", false, false
 }
 
-// maxTreeEntries bounds the names examined under the trees one command
-// reads or writes whole; past it the tree could hold a protected name.
-const maxTreeEntries = 20000
+// maxTreeEntries and maxTreeTime bound the names examined under the trees
+// one command reads or writes whole (a node_modules is tens of thousands);
+// past either the tree could hold a protected name.
+const (
+	maxTreeEntries = 100000
+	maxTreeTime    = 300 * time.Millisecond
+)
 
 // treeReaches walks the trees a word names (grep -r DIR, rm -r DIR, cp -a
 // SRC) for a protected name among the names under them — the path itself
@@ -692,6 +713,10 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 		return "", true
 	}
 	seen := 0
+	deadline := time.Now().Add(maxTreeTime)
+	// With no filter and only single names listed, each entry's own name
+	// is all there is to compare.
+	fast := u.only == "" && len(u.includes) == 0 && !set.Directories()
 	for _, root := range roots {
 		if !filepath.IsAbs(root) {
 			if unknownDir {
@@ -711,15 +736,15 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 			if err != nil {
 				return nil // unreadable: the program cannot read it either
 			}
-			if seen++; seen > maxTreeEntries || seen%256 == 0 && ctx.Err() != nil {
+			if seen++; seen > maxTreeEntries || seen%256 == 0 && (ctx.Err() != nil || time.Now().After(deadline)) {
 				reached = true
 				return fs.SkipAll
 			}
-			rel, _ := filepath.Rel(root, p)
-			if rel == "." && below {
+			isRoot := p == root
+			if isRoot && below {
 				return nil
 			}
-			if rel != "." && excluded(d, u.skip, u.skipD) {
+			if !isRoot && excluded(d, u.skip, u.skipD) {
 				if d.IsDir() {
 					return fs.SkipDir
 				}
@@ -728,11 +753,24 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 			if u.only != "" && !foundName(u.only, d.Name()) {
 				return nil
 			}
-			if n, ok := set.Match(rel); ok && rel != "." {
-				found, reached = n, true
-				return fs.SkipAll
+			if len(u.includes) > 0 && !d.IsDir() && !matchesAny(u.includes, d.Name()) {
+				return nil
 			}
-			if !below {
+			if fast {
+				// every name of every path below is some entry's own name
+				if !isRoot {
+					if n, ok := set.Match(d.Name()); ok {
+						found, reached = n, true
+						return fs.SkipAll
+					}
+				}
+			} else if rel, _ := filepath.Rel(root, p); !isRoot {
+				if n, ok := set.Match(rel); ok {
+					found, reached = n, true
+					return fs.SkipAll
+				}
+			}
+			if !below && (isRoot || !fast) {
 				if n, ok := set.Match(p); ok {
 					found, reached = n, true
 					return fs.SkipAll
@@ -771,8 +809,12 @@ func excluded(d fs.DirEntry, files, dirs []string) bool {
 	if d.IsDir() {
 		list = dirs
 	}
-	for _, g := range list {
-		if ok, err := path.Match(g, d.Name()); ok && err == nil {
+	return matchesAny(list, d.Name())
+}
+
+func matchesAny(globs []string, name string) bool {
+	for _, g := range globs {
+		if ok, err := path.Match(g, name); ok && err == nil {
 			return true
 		}
 	}

@@ -157,7 +157,8 @@ func TestProtectedThroughTheShell(t *testing.T) {
 			{`patch -p1 -i src/evil.patch`, "ask"}, {`cat src/evil.patch | patch -p1`, "ask"}, {`patch -p1 < src/ok.patch`, "allow"},
 			{`git apply --check src/ok.patch`, "allow"}, {`tar -xzf src/clean.tgz --transform 's,^,.git/,'`, "ask"},
 			{`ar x src/lib.a`, "ask"}, {`find . -name '*.go' | cpio -o > /tmp/x.cpio`, "allow"}, {`find . | cpio -o > /tmp/x.cpio`, "ask"},
-			{`gzip -d src/.git.gz`, "ask"},
+			{`gzip -d src/.git.gz`, "ask"}, {`tar -czf /tmp/x.tgz -T src/a.txt`, "ask"}, {`wc -c --files0-from=src/a.txt`, "ask"},
+			{`rsync -a --files-from=src/a.txt . /tmp/r`, "ask"},
 		},
 		"a directory known only at run time": {
 			{`cd $(printf '.gi%s' t) && touch PWNED`, "ask"}, {`cd src/../.g* && touch PWNED`, "ask"}, {`d=.git; cd $d && touch PWNED`, "ask"},
@@ -172,7 +173,11 @@ func TestProtectedThroughTheShell(t *testing.T) {
 		"ordinary commands once asked": {
 			{`n=$(ls | wc -l); echo $((n*2))`, "allow"}, {`x=$(git rev-list --count HEAD); echo $((x+1))`, "allow"},
 			{`declare -i n=5`, "allow"}, {`ls -la .env`, "allow"}, {`stat .env`, "allow"}, {`echo $(( $(ls | wc -l) * 2 ))`, "allow"},
-			{`n=$(cat src/a.txt | head -1); echo $((n))`, "ask"}, {`n=5; make -j$((n*2))`, "allow"},
+			{`n=$(cat src/a.txt | head -1); echo $((n))`, "ask"}, {`n=5; make -j$((n*2))`, "allow"}, {`make -j$(nproc)`, "allow"},
+			{`grep -rn TODO --include='*.go' .`, "allow"}, {`grep -rn TODO --include='.e*' .`, "ask"},
+			{`for f in $(git ls-files '*.go'); do gofmt -l "$f"; done`, "allow"}, {`for f in $(git ls-files); do cat "$f"; done`, "ask"},
+			{`for f in $(find . -name '*.go'); do cat "$f"; done`, "allow"}, {`for f in $(find . -name '*'); do cat "$f"; done`, "ask"},
+			{`wc -l $(git ls-files '*.go')`, "allow"}, {`cat $(git ls-files '.e*')`, "ask"},
 		},
 	}
 	total := 0

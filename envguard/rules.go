@@ -160,11 +160,22 @@ func (sc *subcommands) find(args []word) (at int, sub string, ok bool) {
 
 // alias maps a long option, or an abbreviation of one as getopt_long
 // accepts (`--r` for `--recursive`), to its short letter.
+//
+// A key with a value ("--interactive=never": "-f") maps the option given
+// that value, both abbreviated as GNU getopt_long and argmatch accept.
 func (t *Tables) alias(program, long string) (byte, bool) {
-	long, _, _ = strings.Cut(long, "=")
+	long, value, hasValue := strings.Cut(long, "=")
 	for prog, m := range t.OptionAliases {
 		if !sameProgram(program, prog) {
 			continue
+		}
+		if hasValue && value != "" && len(long) >= 3 {
+			for full, s := range m {
+				name, v, ok := strings.Cut(full, "=")
+				if ok && strings.HasPrefix(name, long) && strings.HasPrefix(v, value) {
+					return lower(s[1]), true
+				}
+			}
 		}
 		if s, ok := m[long]; ok {
 			return lower(s[1]), true
@@ -173,7 +184,7 @@ func (t *Tables) alias(program, long string) (byte, bool) {
 			continue
 		}
 		for full, s := range m {
-			if strings.HasPrefix(full, long) {
+			if strings.HasPrefix(full, long) && !strings.Contains(full, "=") {
 				return lower(s[1]), true
 			}
 		}

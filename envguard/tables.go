@@ -105,6 +105,10 @@ type Tables struct {
 	// always does. DefaultDirectory are those that, given no file,
 	// search the working directory.
 	RecursiveOptions map[string][]string `json:"recursive_options"`
+	// NameListOptions are options whose value is a file of file names the
+	// program then reads or writes (tar -T LIST): names known only at run
+	// time.
+	NameListOptions  map[string][]string `json:"name_list_options"`
 	DefaultDirectory []string            `json:"default_directory"`
 
 	c *compiled
@@ -167,6 +171,7 @@ type compiled struct {
 	dataReaders   map[string]bool
 	outputOpts    map[string][]string
 	recursive     map[string][]string
+	nameLists     map[string][]string
 	defaultDir    map[string]bool
 	patternOpts   map[string][]string
 	patternOps    map[string]int
@@ -271,6 +276,7 @@ func (t *Tables) compile() (*compiled, error) {
 		dataReaders:   set(t.DataReaders),
 		outputOpts:    t.OutputOptions,
 		recursive:     t.RecursiveOptions,
+		nameLists:     t.NameListOptions,
 		defaultDir:    set(t.DefaultDirectory),
 		patternOpts:   t.PatternOptions,
 		patternOps:    t.PatternOperands,

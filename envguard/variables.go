@@ -31,6 +31,11 @@ type scope struct {
 	// movesDir: the script changes its directory, so $PWD and $(pwd) are
 	// not the cwd the call names.
 	movesDir bool
+	// numeric reports a command substitution whose output is a number.
+	numeric func(*syntax.CmdSubst) bool
+	// listed are the variables some of whose values are names a find or
+	// git ls-files prints, globs in find's sense (a * matching a dot).
+	listed map[string]bool
 	// top are the declarations that run whenever their script or
 	// function body does: direct statements of it, not inside a
 	// conditional, a list or a subshell.
@@ -47,7 +52,8 @@ type assocDecl struct {
 func newScope(a *analyzer, src string, file *syntax.File) *scope {
 	sc := &scope{vars: map[string]bool{}, values: map[string][]string{}, assoc: map[string]assocDecl{}, names: map[string]bool{},
 		top: map[*syntax.DeclClause]bool{}, temps: map[string][]string{}, notTemp: map[string]bool{},
-		globs: map[string]bool{}, opaqueValues: map[string]bool{}}
+		globs: map[string]bool{}, opaqueValues: map[string]bool{}, listed: map[string]bool{}}
+	sc.numeric = func(cs *syntax.CmdSubst) bool { return a.numericSubst(src, cs) }
 	sc.topLevel(file.Stmts)
 	syntax.Walk(file, func(n syntax.Node) bool {
 		if f, ok := n.(*syntax.FuncDecl); ok && f.Body != nil {
@@ -292,6 +298,17 @@ func (sc *scope) iterated(a *analyzer, src string, n *syntax.WordIter) {
 		case w.kind == pattern && w.glob != "":
 			sc.globs[name] = true
 			sc.assigned(name, dirty, &w.glob)
+		case len(item.Parts) == 1:
+			// for f in $(find . -name '*.go'): names matching the glob
+			cs, ok := item.Parts[0].(*syntax.CmdSubst)
+			if glob, named := "", false; ok && len(cs.Stmts) == 1 {
+				if glob, named = a.listedNames(src, cs.Stmts[0]); named {
+					sc.globs[name] = true
+					sc.assigned(name, dirty, &glob)
+					break
+				}
+			}
+			sc.assigned(name, dirty, nil)
 		default:
 			sc.assigned(name, dirty, nil)
 		}

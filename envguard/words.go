@@ -100,6 +100,10 @@ func (a *analyzer) word(src string, w *syntax.Word) word {
 				f.text = out.text
 				return f
 			}
+			if glob, ok := a.listedNames(src, cs.Stmts[0]); ok {
+				// $(git ls-files '*.go')
+				return word{text: out.text, kind: pattern, pattern: "^.*$", names: glob}
+			}
 		}
 	}
 	if out.kind == opaque && !out.home && w != nil && a.sc != nil {
@@ -170,10 +174,14 @@ func (sc *scope) expand(parts []syntax.WordPart, max int) []string {
 			}
 			alts = inner
 		case *syntax.CmdSubst:
-			if sc.movesDir || sc.names["pwd"] || !pwdCommand(p) {
+			switch {
+			case sc.numeric != nil && sc.numeric(p):
+				alts = []string{"0"} // digits: make -j$(nproc)
+			case !sc.movesDir && !sc.names["pwd"] && pwdCommand(p):
+				alts = []string{"."} // the cwd, which the call's paths are resolved against
+			default:
 				return nil
 			}
-			alts = []string{"."} // the cwd, which the call's paths are resolved against
 		case *syntax.ParamExp:
 			if p.Param != nil && p.Param.Value == "PWD" && !sc.movesDir && p.Exp == nil && p.Index == nil && p.Slice == nil && p.Repl == nil &&
 				!p.Excl && !p.Length && p.Names == 0 {

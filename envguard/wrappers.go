@@ -495,6 +495,30 @@ func (a *analyzer) stdinNames(ctx leafCtx) word {
 	return word{text: "<xargs input>", kind: opaque}
 }
 
+// listedNames is the glob every name a find or git ls-files statement
+// prints ends with, as one path segment: find's -name, or git ls-files'
+// one pathspec. A glob of only * is none (find's * matches a leading dot,
+// a shell's does not).
+func (a *analyzer) listedNames(src string, s *syntax.Stmt) (string, bool) {
+	glob := ""
+	if w, ok := a.findOutput(src, s); ok {
+		glob = w.names
+	} else if call, ok := s.Cmd.(*syntax.CallExpr); ok && len(s.Redirs) == 0 && len(call.Assigns) == 0 && len(call.Args) == 3 {
+		words := []word{a.wordOf(src, call.Args[0]), a.wordOf(src, call.Args[1]), a.wordOf(src, call.Args[2])}
+		if words[0].text == "git" && words[1].text == "ls-files" && words[2].kind == literal && (a.sc == nil || !a.sc.names["git"]) &&
+			!strings.HasPrefix(words[2].text, "-") {
+			glob = words[2].text
+			if i := strings.LastIndexByte(glob, '/'); i >= 0 {
+				glob = glob[i+1:]
+			}
+		}
+	}
+	if strings.Trim(glob, "*") == "" {
+		return "", false
+	}
+	return glob, true
+}
+
 // findOutput is the word for what a find statement prints: its names
 // (findFound), when it prints nothing else and is redirected nowhere.
 func (a *analyzer) findOutput(src string, s *syntax.Stmt) (word, bool) {
