@@ -31,7 +31,7 @@ func (s *Snapshot) DecideMemo(ctx context.Context, req *pb.DecideRequest, agent 
 		agent = s.agents[id]
 	}
 	resp = &pb.DecideResponse{PolicyRevision: s.Revision}
-	input, err := buildInput(ctx, s, id, agent, req)
+	input, err := buildInput(ctx, s, id, agent, req, false)
 	var key memoKey
 	keyed := false
 	if err != nil {

@@ -27,7 +27,7 @@ func (s *Snapshot) Explain(ctx context.Context, req *pb.DecideRequest, mode stri
 		return fmt.Errorf("--explain %q: want %s or %s", mode, ExplainNotes, ExplainFull)
 	}
 	id := AgentID(req.GetAgentId())
-	input, err := buildInput(ctx, s, id, s.agents[id], req)
+	input, err := buildInput(ctx, s, id, s.agents[id], req, true)
 	if err != nil {
 		return err
 	}

@@ -24,8 +24,9 @@ import (
 // guardrails from snap, the effective execution policy with its resolved
 // roots, and envguard's view of the tool's paths and command.
 // Resolving and parsing stop when ctx is done; the caller checks it. The
-// error is a pinned session's guardrails that no longer compile.
-func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) (ast.Value, error) {
+// error is a pinned session's guardrails that no longer compile. Unless
+// whole, the call's raw arguments are left out when no module reads them.
+func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest, whole bool) (ast.Value, error) {
 	t := &snap.tables
 	guardrails, compiled, err := snap.guardrailsFor(agentID, agent)
 	if err != nil {
@@ -37,10 +38,12 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 		item("tool_name", ast.String(req.GetToolName())),
 		item("server", ast.String(req.GetServer())),
 		item("category", ast.String(categoryName(req.GetCategory()))),
-		item("args", structValue(req.GetArgs())),
 		item("env", stringMap(req.GetEnv())),
 		item("guardrails", guardrails),
 	)
+	if whole || snap.memoOff != "" || !snap.argsUnread {
+		in.Insert(ast.StringTerm("args"), ast.NewTerm(structValue(req.GetArgs())))
+	}
 	if agent != nil {
 		in.Insert(ast.StringTerm("agent"), ast.NewTerm(agent.Index))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -135,6 +136,54 @@ func TestCanonicalTool(t *testing.T) {
 		server, name, ok := snap.CanonicalTool(context.Background(), c.name, c.server)
 		if server != c.wantServer || name != c.wantName || ok != c.ok {
 			t.Errorf("CanonicalTool(%q, %q) = %q, %q, %v; want %q, %q, %v", c.name, c.server, server, name, ok, c.wantServer, c.wantName, c.ok)
+		}
+	}
+}
+
+// A decision's input leaves out the raw arguments when no module reads
+// them; Input, for people, keeps them. A bundle's own guardrail Rego may
+// read anything: its decisions get them, and decide by them.
+func TestDecisionInputLeavesOutUnreadArgs(t *testing.T) {
+	args, _ := structpb.NewStruct(map[string]any{"file_path": "/x"})
+	req := &pb.DecideRequest{ToolName: "Read", Args: args}
+	rule := "package guardrails.mine\n\nimport rego.v1\n\ndeny contains \"not /x\" if input.args.file_path == \"/x\"\n"
+	for _, c := range []struct {
+		name  string
+		files map[string]string
+		args  bool
+	}{
+		{"the default library", nil, false},
+		{"a guardrail package", map[string]string{".manifest": testkit.Manifest("r1"), "guardrails/mine.rego": rule}, true},
+	} {
+		bs := readDefault(t)
+		if c.files != nil {
+			more, err := (&bundles.Sources{Paths: []string{testkit.WriteBundle(t, c.files)}}).Read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			bs = more
+		}
+		snap, err := NewSnapshot(context.Background(), bs, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		decided, err := buildInput(context.Background(), snap, DefaultAgent, snap.Agent(DefaultAgent), req, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, has := jsonOf(t, decided)["args"]; has != c.args {
+			t.Errorf("%s: the decision's input has args: %v, want %v", c.name, has, c.args)
+		}
+		whole, err := snap.Input(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jsonOf(t, whole)["args"] == nil {
+			t.Errorf("%s: Input has no args", c.name)
+		}
+		resp, err := snap.Decide(context.Background(), req, nil)
+		if want := map[bool]pb.Decision{false: pb.Decision_DECISION_ALLOW, true: pb.Decision_DECISION_DENY}[c.args]; err != nil || resp.Decision != want {
+			t.Errorf("%s: %v (%v), want %v", c.name, resp, err, want)
 		}
 	}
 }

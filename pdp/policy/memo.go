@@ -148,6 +148,9 @@ func (s *Snapshot) memoPlan() {
 	delete(fields, "agent")
 	delete(fields, "guardrails")
 	s.memoFields = slices.Sorted(mapKeys(fields))
+	// Nothing reads the call's raw arguments: a decision's input goes
+	// without them (Input and Explain, for people, keep them).
+	s.argsUnread = !fields["args"]
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {

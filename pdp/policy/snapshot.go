@@ -79,6 +79,7 @@ type Snapshot struct {
 	// memoFields are the input fields decisions read (memo.go); memoOff
 	// says why decisions may not be memoized, "" when they may.
 	memoFields []string
+	argsUnread bool // no module reads input.args (known only when memoOff is "")
 	memoOff    string
 }
 
@@ -617,7 +618,7 @@ func (s *Snapshot) Store() storage.Store { return s.store }
 // same input to OPA's own server in the benchmarks.
 func (s *Snapshot) Input(req *pb.DecideRequest) (ast.Value, error) {
 	id := AgentID(req.GetAgentId())
-	return buildInput(context.Background(), s, id, s.agents[id], req)
+	return buildInput(context.Background(), s, id, s.agents[id], req, true)
 }
 
 // parsedModules are a merged bundle's modules by file.
