@@ -149,6 +149,14 @@ func archiveReaches(ctx context.Context, match func(string) (string, bool), w wo
 	if w.kind != literal {
 		return "", true
 	}
+	if w.hdoc != "" {
+		for _, n := range PatchFiles(w.hdoc) {
+			if name, ok := match(n); ok {
+				return name, true
+			}
+		}
+		return "", false
+	}
 	p := w.text
 	if !filepath.IsAbs(p) {
 		if cwd == "" {
@@ -205,10 +213,19 @@ func (a *analyzer) patchInput(ctx leafCtx, canon string, args []word) word {
 	if canon == "patch" && len(operands) > 1 {
 		return archiveOperandWord(operands[1])
 	}
-	if ctx.stmt != nil && !ctx.stdinPiped {
+	if ctx.stmt != nil {
 		for _, r := range ctx.stmt.Redirs {
-			if r.Op == syntax.RdrIn && (r.N == nil || r.N.Value == "0") {
+			if r.N != nil && r.N.Value != "0" {
+				continue
+			}
+			switch {
+			case r.Op == syntax.RdrIn && !ctx.stdinPiped:
 				return archiveOperandWord(wordOf(ctx.src, r.Word))
+			case (r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc) && r.Hdoc != nil:
+				// git apply <<'EOF': the patch is in the command
+				if body := wordOf(ctx.src, r.Hdoc); body.kind == literal {
+					return word{text: "<here-document>", kind: literal, hdoc: body.text + "\n"}
+				}
 			}
 		}
 	}
@@ -230,19 +247,43 @@ func patchOriginal(args []word) (word, bool) {
 	return word{}, false
 }
 
-// patchNames lists the file names a unified, context or git patch names
-// (---, +++, ***, diff --git, rename to, copy to), bounded.
+// patchNames lists the file names a patch file names (PatchFiles),
+// bounded.
 func patchNames(ctx context.Context, p string) ([]string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxArchiveBytes+1))
+	if err != nil || len(data) > maxArchiveBytes || ctx.Err() != nil {
+		return nil, errArchiveUnread
+	}
+	names := PatchFiles(string(data))
+	if len(names) > maxArchiveEntries {
+		return nil, errArchiveUnread
+	}
+	return names, nil
+}
+
+// PatchFiles are the file names a patch names: a unified, context or git
+// diff's (---, +++, ***, diff --git, rename and copy from and to) and an
+// apply_patch envelope's (*** Add File:, *** Update File:, *** Delete File:,
+// *** Move to:).
+func PatchFiles(text string) []string {
 	var names []string
-	sc := bufio.NewScanner(io.LimitReader(f, maxArchiveBytes))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	envelope := strings.Contains(text, "*** Begin Patch")
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		for _, prefix := range []string{"*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "} {
+			if rest, ok := strings.CutPrefix(line, prefix); ok {
+				names = append(names, strings.TrimSpace(rest))
+				line = ""
+			}
+		}
+		if envelope || strings.HasPrefix(line, "*** ") && strings.HasSuffix(line, "****") {
+			continue // the envelope's own lines; a context diff's hunk header
+		}
 		for _, prefix := range []string{"--- ", "+++ ", "*** ", "rename to ", "copy to ", "rename from ", "copy from "} {
 			if rest, ok := strings.CutPrefix(line, prefix); ok {
 				name, _, _ := strings.Cut(rest, "\t")
@@ -252,12 +293,9 @@ func patchNames(ctx context.Context, p string) ([]string, error) {
 		if rest, ok := strings.CutPrefix(line, "diff --git "); ok {
 			names = append(names, strings.Fields(rest)...)
 		}
-		if len(names) > maxArchiveEntries || ctx.Err() != nil {
-			return nil, errArchiveUnread
+		if len(names) > maxArchiveEntries {
+			break
 		}
 	}
-	if sc.Err() != nil {
-		return nil, errArchiveUnread
-	}
-	return names, nil
+	return names
 }

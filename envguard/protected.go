@@ -169,7 +169,7 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			if canon == "tar" && renames(args) {
 				u.w = word{text: "<names tar renames>", kind: opaque}
 			}
-		case canon == "patch" || key == "git apply" || key == "git am":
+		case canon == "patch" || canon == "apply_patch" || key == "git apply" || key == "git am":
 			u.w, u.patch = a.patchInput(ctx, canon, args), true
 			if canon == "patch" {
 				if orig, ok := patchOriginal(args); ok {

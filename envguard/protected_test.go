@@ -169,6 +169,9 @@ func TestProtectedThroughTheShell(t *testing.T) {
 		},
 		"archives": {
 			{`tar -xf src/evil.tar`, "ask"}, {`tar xf src/evil.tar`, "ask"}, {`unzip -o src/evil.zip`, "ask"}, {`tar -xf - < src/evil.tar`, "ask"}, {`tar -xzf none.tgz -C /tmp`, "allow"}, {`patch -p1 < none.patch`, "allow"},
+			{"git apply <<'EOF'\n--- a/src/a.txt\n+++ b/src/a.txt\n@@ -1 +1 @@\n-hello\n+hullo\nEOF", "allow"},
+			{"git apply <<'EOF'\n--- /dev/null\n+++ b/.git/hooks/pre-commit\n@@ -0,0 +1 @@\n+curl x\nEOF", "ask"},
+			{"apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: .claude/settings.json\n+{}\n*** End Patch\nEOF", "ask"},
 			{`cp src/evil.tar x.tar && tar -xf x.tar`, "ask"}, {`cat src/evil.patch > y.patch; patch -p1 < y.patch`, "ask"},
 			{`tar -xzf src/clean.tgz -C /tmp/x`, "allow"}, {`tar -xzf src/clean.tgz -C .git`, "ask"}, {`unzip -o src/clean.zip -d /tmp/z`, "allow"},
 			{`tar -tzf src/clean.tgz`, "allow"}, {`tar -czf /tmp/src.tgz src/b.go`, "allow"}, {`patch -p1 < src/evil.patch`, "ask"}, {`git apply src/evil.patch`, "ask"},

@@ -37,6 +37,8 @@ type word struct {
 	// only is the glob (lower case for -iname) every found name's last
 	// segment matches, when find's expression requires one.
 	only string
+	// hdoc is the text of a here-document a program reads as its input.
+	hdoc string
 	// gitignore: of found names, only those .gitignore does not leave out.
 	gitignore bool
 	// procSubst: the word is <(…), a file a command's output fills.

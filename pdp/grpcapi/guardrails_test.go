@@ -132,3 +132,41 @@ func TestShellNetworkAndProtectedNames(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherFileTools: agents' other file tools are file tools — the text
+// editor's view reads and its other commands write, apply_patch writes the
+// files its patch names, a fetch of a file: URL reads that file — so scopes
+// and protected names bind them as they bind Read and Write.
+func TestOtherFileTools(t *testing.T) {
+	work := t.TempDir()
+	dir := testkit.WriteBundle(t, map[string]string{
+		"agents/data.json": `{"coder": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}],
+		  "execution_policy": {"cwd": "` + work + `", "read_paths": ["` + work + `"], "write_paths": ["` + work + `/src"]},
+		  "guardrails": {"protected_paths": [".env"]}}}`,
+	})
+	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
+	call := func(tool string, args map[string]any) *pb.DecideRequest {
+		return &pb.DecideRequest{AgentId: "coder", ToolName: tool, Args: testkit.Struct(t, args)}
+	}
+	cases := []struct {
+		req  *pb.DecideRequest
+		want pb.Decision
+	}{
+		{call("str_replace_based_edit_tool", map[string]any{"command": "view", "path": work + "/README"}), pb.Decision_DECISION_ALLOW},
+		{call("str_replace_based_edit_tool", map[string]any{"command": "view", "path": work + "/.env"}), pb.Decision_DECISION_DENY},
+		{call("str_replace_based_edit_tool", map[string]any{"command": "create", "path": work + "/README", "file_text": "x"}), pb.Decision_DECISION_DENY},
+		{call("str_replace_based_edit_tool", map[string]any{"command": "str_replace", "path": work + "/src/a.go"}), pb.Decision_DECISION_ALLOW},
+		{call("View", map[string]any{"file_path": "/etc/shadow"}), pb.Decision_DECISION_DENY},
+		{call("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: src/new.go\n+package x\n*** End Patch"}), pb.Decision_DECISION_ALLOW},
+		{call("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: src/.mcp.json\n+{}\n*** End Patch"}), pb.Decision_DECISION_DENY},
+		{call("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Update File: README\n@@\n-a\n+b\n*** End Patch"}), pb.Decision_DECISION_DENY},
+		{call("WebFetch", map[string]any{"url": "file://" + work + "/.env", "prompt": "x"}), pb.Decision_DECISION_DENY},
+		{call("WebFetch", map[string]any{"url": "FILE:///etc/passwd", "prompt": "x"}), pb.Decision_DECISION_DENY},
+		{call("WebFetch", map[string]any{"url": "https://example.com/.env", "prompt": "x"}), pb.Decision_DECISION_ALLOW},
+	}
+	for _, c := range cases {
+		if resp := ts.Decide(t, c.req); resp.Decision != c.want {
+			t.Errorf("%s %v: got %s %q, want %s", c.req.ToolName, c.req.Args.AsMap(), resp.Decision, resp.Message, c.want)
+		}
+	}
+}

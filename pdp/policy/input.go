@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -212,6 +213,7 @@ func pathsValue(r *resolver, ft fileTool, p *ExecutionPolicy, g *compiledGuardra
 	if p != nil {
 		cwd = p.Cwd
 	}
+	ft.Access = ft.access(args)
 	protected := g.protected
 	if ft.Access == "read" {
 		protected = g.protectedReads
@@ -235,7 +237,38 @@ func pathsValue(r *resolver, ft fileTool, p *ExecutionPolicy, g *compiledGuardra
 		resolved, err := r.resolve(cwd, raw)
 		out = append(out, pathTerm(name, ft.Access, raw, resolved, err, protectedName(protected, raw, resolved)))
 	}
-	if len(out) == 0 {
+	for _, name := range ft.URLs {
+		// a file: URL names a path the tool reads
+		raw, present, isString := stringArg(args, name)
+		if !present || !isString || !strings.HasPrefix(strings.ToLower(strings.TrimSpace(raw)), "file:") {
+			continue
+		}
+		u, err := url.Parse(strings.TrimSpace(raw))
+		path := ""
+		if err == nil {
+			path = u.Path
+			if path == "" {
+				path = u.Opaque
+			}
+		}
+		if path == "" {
+			out = append(out, pathTerm(name, "read", raw, "", errNotPath, ""))
+			continue
+		}
+		resolved, err := r.resolve(cwd, path)
+		out = append(out, pathTerm(name, "read", raw, resolved, err, protectedName(g.protectedReads, path, resolved)))
+	}
+	for _, name := range ft.Patches {
+		raw, present, isString := stringArg(args, name)
+		if !present || !isString {
+			continue
+		}
+		for _, file := range envguard.PatchFiles(raw) {
+			resolved, err := r.resolve(cwd, file)
+			out = append(out, pathTerm(name, "write", file, resolved, err, protectedName(g.protected, file, resolved)))
+		}
+	}
+	if len(out) == 0 && len(ft.Args) > 0 {
 		resolved, err := r.resolve(cwd, cwd)
 		if cwd == "" {
 			err = errNoPath
@@ -353,6 +386,7 @@ func protectedName(s *protectednames.Set, raw, resolved string) string {
 
 var (
 	errNotString = fmt.Errorf("%w: it is not a string", envguard.ErrInvalid)
+	errNotPath   = fmt.Errorf("%w: a file: URL naming no path", envguard.ErrInvalid)
 	errNoPath    = fmt.Errorf("%w: no path given and no policy cwd to default to", envguard.ErrUnresolved)
 )
 

@@ -17,6 +17,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolpdp/toolpdp/envguard"
 	"github.com/toolpdp/toolpdp/envguard/protectednames"
@@ -169,11 +170,32 @@ type tables struct {
 }
 
 // fileTool is an entry of the library's file_tools table: the access its
-// paths need, its path arguments, and its search-glob arguments.
+// paths need, its path arguments, and its search-glob arguments; the
+// argument values that make a writing tool only read (the text editor's
+// view); arguments holding URLs, whose file: ones name paths it reads;
+// arguments holding patches, whose file names it writes.
 type fileTool struct {
-	Access string   `json:"access"`
-	Args   []string `json:"args"`
-	Globs  []string `json:"globs"`
+	Access   string              `json:"access"`
+	Args     []string            `json:"args"`
+	Globs    []string            `json:"globs"`
+	ReadWhen map[string][]string `json:"read_when"`
+	URLs     []string            `json:"urls"`
+	Patches  []string            `json:"patches"`
+}
+
+// access is the access a call of the tool needs: read where one of its
+// arguments has a value that only reads.
+func (ft fileTool) access(args *structpb.Struct) string {
+	for name, values := range ft.ReadWhen {
+		if v, ok := args.GetFields()[name]; ok {
+			for _, r := range values {
+				if v.GetStringValue() == r {
+					return "read"
+				}
+			}
+		}
+	}
+	return ft.Access
 }
 
 // sandbox is the set of builtins a bundle may call: no network, no
