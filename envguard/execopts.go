@@ -36,6 +36,9 @@ func (a *analyzer) execOptions(ctx leafCtx, name string, args []word) {
 			subLists, after = append(subLists, list), args[1:]
 		}
 	}
+	if c.optionsAnywhere[canon] {
+		global = args // npm and cargo take their own options after the subcommand too
+	}
 	for _, key := range programKeys(name, canon) {
 		if list, ok := c.execOptions[key]; ok && a.execOptionIn(ctx, name, list, global) {
 			return
@@ -134,6 +137,9 @@ func optionValue(arg, o string, args []word, i int) (word, bool) {
 		if v, ok := strings.CutPrefix(arg, o+"="); ok {
 			return word{text: v, kind: literal}, true
 		}
+		if v, ok := strings.CutPrefix(arg, o); ok && v != "" && !strings.HasPrefix(o, "--") {
+			return word{text: v, kind: literal}, true // zip -TTcmd: the value attached
+		}
 		return word{}, false
 	case strings.HasPrefix(arg, o):
 		return word{text: arg[len(o):], kind: literal}, true
@@ -151,7 +157,8 @@ func optionValue(arg, o string, args []word, i int) (word, bool) {
 // valueMatches compares an option's value (or its key, before = or a
 // blank) with glob patterns, without regard to case.
 func valueMatches(v string, patterns []*regexp.Regexp) bool {
-	v = strings.ToLower(strings.TrimSpace(v))
+	// ssh reads -o=Key=V, "-o =Key=V" and "Key"=V as Key=V
+	v = strings.ReplaceAll(strings.ToLower(strings.TrimLeft(v, "= \t")), `"`, "")
 	key := v
 	if i := strings.IndexAny(v, "= \t"); i >= 0 {
 		key = v[:i]

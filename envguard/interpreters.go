@@ -236,6 +236,17 @@ var sedSpec = optSpec{flags: "nErsuzi", values: "efl", long: merge(
 	longs(longOptional, "in-place"))}
 
 func (a *analyzer) sed(ctx leafCtx, args []word) {
+	// -i[SUFFIX]: the option's value is the rest of its cluster (-i.bak)
+	norm := make([]word, len(args))
+	for i, w := range args {
+		norm[i] = w
+		if w.kind == literal && strings.HasPrefix(w.text, "-") && !strings.HasPrefix(w.text, "--") {
+			if j := strings.IndexByte(w.text, 'i'); j > 0 {
+				norm[i].text = w.text[:j+1]
+			}
+		}
+	}
+	args = norm
 	a.textProgram(ctx, "sed", args, textLanguage{spec: &sedSpec, text: []string{"-e", "--expression"},
 		files: []string{"-f", "--file"}, runs: sedRunsCommand, what: "a sed script with the e command or flag",
 		opens: func(s string) []langFile { _, f := sedScript(s); return f }})

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"mvdan.cc/sh/v3/syntax"
+
 	"github.com/toolpdp/toolpdp/envguard/protectednames"
 )
 
@@ -31,6 +33,9 @@ type pathUse struct {
 	// deep: a recursive program is given each name found (rm -r {}): all
 	// of the tree under a name that matches only counts.
 	deep bool
+	// named: only a protected name the word itself spells counts (a
+	// program's argument it may write: what it names, not where)
+	named bool
 	// tracked: names git lists (git ls-files): the index's entries, or
 	// else the tree less what .gitignore leaves out.
 	tracked bool
@@ -153,12 +158,34 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 	if !writes {
 		mode, writes = c.writers[name]
 	}
+	// a program of no table: what it does with a file it is given is not
+	// known, so a version-control or agent-configuration name among its
+	// arguments may be written (gcc -MF .git/x, ssh -E .git/log)
+	unknownUse := !writes
 	if mode == "archive" {
 		mode = archiveMode(canon, args)
+	}
+	if key == "git init" && optionGiven([]string{"--separate-git-dir"}, args) {
+		// the repository's .git is moved and replaced by a file
+		a.pathUse(ctx, "git init --separate-git-dir replacing", word{text: ".git", kind: literal}, true)
+	}
+	if key == "git apply" || key == "git am" {
+		// --directory=DIR: the patch's files are written under DIR
+		for i, w := range args {
+			if v, ok := strings.CutPrefix(w.text, "--directory="); ok && w.kind == literal {
+				a.pathUse(ctx, name+" writing under", word{text: v, kind: literal}, true)
+			} else if w.text == "--directory" && i+1 < len(args) {
+				a.pathUse(ctx, name+" writing under", args[i+1], true)
+			}
+		}
+	}
+	if key == "git clean" && optionGiven([]string{"-n", "--dry-run"}, args) {
+		writes = false // it only lists
 	}
 	switch {
 	case !writes:
 	case mode == "extracts":
+		piped := false
 		// tar -x, unzip, patch, git apply: the names written come from the
 		// input — an archive's members or a patch's file names are read
 		// from it; any other input could hold any name.
@@ -168,6 +195,8 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			u.w, u.archive = archiveWord(canon, args), true
 			if canon == "tar" && renames(args) {
 				u.w = word{text: "<names tar renames>", kind: opaque}
+			} else if canon == "tar" && u.w.kind == opaque && a.tarPiped(ctx) {
+				piped = true // tar -cf - src | tar -xf -: the names are those of the trees piped
 			}
 		case canon == "patch" || canon == "apply_patch" || key == "git apply" || key == "git am":
 			u.w, u.patch = a.patchInput(ctx, canon, args), true
@@ -179,7 +208,9 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 		default:
 			u.w = word{text: "<names in " + name + "'s input>", kind: opaque}
 		}
-		a.use(ctx, u)
+		if u.w.kind != opaque || !piped {
+			a.use(ctx, u)
+		}
 		writes = false
 	case mode == "first":
 		// logsave FILE COMMAND: the first operand is written
@@ -234,8 +265,10 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 				if src.kind == literal && strings.HasPrefix(src.text, "-") {
 					continue
 				}
-				if base, ok := lastSegment(src); ok && d.kind == literal {
-					a.pathUse(ctx, name+" writing", word{text: d.text + "/" + base, kind: src.kind}, true)
+				if base, ok := lastSegment(src); ok {
+					for _, dt := range destTexts(d) {
+						a.pathUse(ctx, name+" writing", word{text: dt + "/" + base, kind: src.kind, glob: globOf(src, dt+"/"+base)}, true)
+					}
 				}
 				if tree {
 					a.use(ctx, pathUse{w: src, write: true, tree: true, below: true, what: name + " copying a tree"})
@@ -247,10 +280,17 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 		args = sources
 	}
 	patterns := map[string]bool{}
-	for _, o := range c.patternOpts["*"] {
-		patterns[o] = true
+	if !c.responseFiles[canon] {
+		// (gcc --include FILE is a file, not a pattern)
+		for _, o := range c.patternOpts["*"] {
+			patterns[o] = true
+		}
 	}
-	for _, o := range c.patternOpts[canon] {
+	own, ok := c.patternOpts[key]
+	if !ok {
+		own = c.patternOpts[canon]
+	}
+	for _, o := range own {
 		patterns[o] = true
 	}
 	patternsLeft, ok := c.patternOps[key]
@@ -261,10 +301,17 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 		patternsLeft = 0 // the pattern is an option's value: every operand is a file
 	}
 	var filter *grepFilter
-	if tree && !writes && strings.HasSuffix(canon, "grep") && key != "git grep" {
+	switch {
+	case tree && !writes && strings.HasSuffix(canon, "grep") && key != "git grep":
 		filter = grepFilters(args)
+	case tree && canon == "tar":
+		filter = tarFilters(args)
 	}
 	reader := c.dataReaders[name] || c.dataReaders[canon] || c.dataReaders[key]
+	// git names its own repository's paths (--git-dir=.git) and find its
+	// tests' (-path ./.git -prune): their pieces are no files they write
+	noPieces := canon == "git" || canon == "find"
+	_, isWriter := c.writers[canon]
 	// git add and git stash -u take what .gitignore does not leave out;
 	// git add -f and git stash -a take everything
 	gitTakes := key == "git add" || key == "git stash"
@@ -290,6 +337,9 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			w = word{text: ".", kind: literal} // a magic pathspec (:!x, :/): the whole tree, as far as is known
 		}
 		a.use(ctx, pathUse{w: w, tree: tree, what: name + " reading", grep: filter, perhapsNoFile: !reader, gitignore: gitTakes && !forced})
+		if unknownUse && !reader && !noPieces && w.kind != opaque {
+			a.use(ctx, pathUse{w: w, write: true, named: true, what: name + " given"})
+		}
 	}
 	for i := 0; i < len(args); i++ {
 		w := args[i]
@@ -318,6 +368,7 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 				}
 				continue
 			}
+			a.pieces(ctx, name, w.text, (!reader || isWriter) && !noPieces)
 			switch {
 			case hasValue:
 				record(word{text: value, kind: literal})
@@ -345,6 +396,9 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			continue
 		}
 		record(w)
+		if w.kind == literal {
+			a.pieces(ctx, name, w.text, !reader && !noPieces && !writes)
+		}
 		if w.kind == literal && !writes {
 			// KEY=FILE and REV:FILE name a file too (git show HEAD:.env)
 			for _, sep := range "=:" {
@@ -358,7 +412,7 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 		// git clean with no path cleans the working tree (a .git is git's)
 		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, write: true, tree: true, below: true, ownGit: true, what: name + " writing"})
 	}
-	if tree && files == 0 && !writes && (c.defaultDir[key] || c.defaultDir[canon]) {
+	if tree && files == 0 && !writes && key != "git clean" && (c.defaultDir[key] || c.defaultDir[canon]) {
 		// grep -r with no file searches the working directory
 		a.use(ctx, pathUse{w: word{text: ".", kind: literal}, tree: true, what: name + " reading", grep: filter, gitignore: gitTakes && !forced})
 	}
@@ -547,6 +601,34 @@ func grepFilters(args []word) *grepFilter {
 	return f
 }
 
+// tarFilters are tar's literal --exclude globs, which leave out files and
+// directories alike; any other exclusion (from a file, by VCS) leaves
+// nothing out that the analysis can count on.
+func tarFilters(args []word) *grepFilter {
+	f := &grepFilter{}
+	for i, w := range args {
+		v, ok := "", false
+		switch {
+		case w.kind == literal && w.text == "--exclude" && i+1 < len(args) && args[i+1].kind == literal:
+			v, ok = args[i+1].text, true
+		case w.kind == literal && strings.HasPrefix(w.text, "--exclude="):
+			v, ok = strings.TrimPrefix(w.text, "--exclude="), true
+		case w.kind == pattern && strings.HasPrefix(w.glob, "--exclude="):
+			v, ok = strings.TrimPrefix(w.glob, "--exclude="), true
+		case strings.HasPrefix(w.text, "--exclude") && w.kind != literal:
+			return nil
+		}
+		if ok {
+			f.files = append(f.files, grepGlob{glob: v})
+			f.dirs = append(f.dirs, v)
+		}
+	}
+	if len(f.files) == 0 {
+		return nil
+	}
+	return f
+}
+
 // reads reports whether grep reads an entry of the tree by its filters.
 func (f *grepFilter) reads(d fs.DirEntry) bool {
 	if f == nil {
@@ -626,6 +708,71 @@ func unescapeGlob(g string) string {
 	return b.String()
 }
 
+// tarPiped records, for a tar extracting from a pipe fed by a tar that
+// creates an archive of literal paths, those paths' trees as the names it
+// writes, and reports whether it did.
+func (a *analyzer) tarPiped(ctx leafCtx) bool {
+	p := ctx.producer
+	if p == nil || len(p.Redirs) > 0 {
+		return false
+	}
+	call, ok := p.Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Args) < 2 || len(call.Assigns) > 0 {
+		return false
+	}
+	words := make([]word, len(call.Args))
+	for i, w := range call.Args {
+		words[i] = a.wordOf(ctx.producerSrc, w)
+		if words[i].kind == opaque {
+			return false
+		}
+	}
+	if words[0].text != "tar" || archiveMode("tar", words[1:]) != "reads" || renames(words[1:]) {
+		return false
+	}
+	if out := archiveWord("tar", words[1:]); out.kind != opaque || out.text != "<archive>" {
+		return false // an archive written elsewhere, not the pipe
+	}
+	dir := ""
+	var roots []word
+	args := words[1:]
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if d, n, ok := tarDir(args, i); ok {
+			if d.kind != literal {
+				return false
+			}
+			dir = joinDir(dir, d.text)
+			i += n
+			continue
+		}
+		if i == 0 && !strings.HasPrefix(w.text, "-") {
+			continue // the old grouped form: cf
+		}
+		if strings.HasPrefix(w.text, "-") {
+			if w.text == "-f" || w.text == "--file" || w.text == "-T" || w.text == "--files-from" {
+				if w.text == "-T" || w.text == "--files-from" {
+					return false
+				}
+				i++
+			}
+			continue
+		}
+		r := w
+		if dir != "" {
+			r = inDir(w, dir)
+		}
+		roots = append(roots, r)
+	}
+	if len(roots) == 0 {
+		return false
+	}
+	for _, r := range roots {
+		a.use(ctx, pathUse{w: r, write: true, tree: true, what: "tar extracting"})
+	}
+	return true
+}
+
 // stemOf is a literal file name without its last extension (x.gz is x):
 // what a program that compresses or decompresses it writes.
 func stemOf(w word) (word, bool) {
@@ -655,6 +802,41 @@ func renames(args []word) bool {
 	return false
 }
 
+// pieces records the file names inside one literal argument — after =,
+// , : or @ (--directory=.claude, -Wl,-o,FILE, HEAD:.env, @FILE), and in an
+// option word from each . or / on (-include.env, -MF.git/x, -t.git/hooks,
+// -rt.git): read, and, for a program not known to only read them, possibly
+// written (an option value a program writes is an option toolpdp need not
+// know).
+func (a *analyzer) pieces(ctx leafCtx, name, text string, write bool) {
+	var out []string
+	add := func(p string) {
+		p = strings.TrimPrefix(p, "@")
+		if p != "" && p != text && (strings.HasPrefix(p, ".") || strings.Contains(p, "/")) {
+			out = append(out, p)
+		}
+	}
+	for _, part := range strings.FieldsFunc(text, func(r rune) bool { return r == '=' || r == ',' || r == ':' }) {
+		add(part)
+	}
+	add(text)
+	if strings.HasPrefix(text, "-") {
+		for i := 2; i < len(text); i++ {
+			if text[i] == '.' || text[i] == '/' {
+				add(text[i:])
+				break
+			}
+		}
+	}
+	for _, p := range out {
+		w := word{text: p, kind: literal}
+		a.pathUse(ctx, name+" reading", w, false)
+		if write {
+			a.use(ctx, pathUse{w: w, write: true, named: true, what: name + " given"})
+		}
+	}
+}
+
 // destinations are the words a cp-like program writes into: -t's value, or
 // its last operand.
 func destinations(args []word) []word {
@@ -675,6 +857,29 @@ func destinations(args []word) []word {
 		}
 	}
 	return dest
+}
+
+// destTexts are the directories a destination word can be: itself, its
+// known values, ~'s rest under a home.
+func destTexts(d word) []string {
+	switch {
+	case d.kind == literal:
+		return []string{d.text}
+	case d.home:
+		return []string{d.text}
+	case d.kind == opaque && d.values != nil && !d.globValues:
+		return d.values
+	}
+	return nil
+}
+
+// globOf is the glob of a source's name put under a destination, for a
+// source that is a glob.
+func globOf(src word, text string) string {
+	if src.kind == pattern {
+		return text
+	}
+	return ""
 }
 
 // lastSegment is a source's own name, as it lands under a destination
@@ -920,7 +1125,7 @@ func (r *Rules) Protected(ctx context.Context, a *Analysis, cwd string) []Protec
 		// Under a directory known only at run time a relative name may be
 		// inside .git — or inside a protected_paths entry, when one is a
 		// directory (a name like .env is a file: reached only when named).
-		vague := u.dirUnknown || a.movedAt >= 0 && (i >= a.movedAt || a.loops)
+		vague := !u.named && (u.dirUnknown || a.movedAt >= 0 && (i >= a.movedAt || a.loops))
 		unknownDir := vague && (u.write || set.Directories())
 		var name string
 		var certain, ok bool
@@ -935,7 +1140,7 @@ func (r *Rules) Protected(ctx context.Context, a *Analysis, cwd string) []Protec
 			name, certain, ok = r.reaches(ctx, set, a, u, cwd, unknownDir)
 		}
 		if !ok && u.tree {
-			name, ok = treeReaches(ctx, set, u, cwd, vague)
+			name, ok = treeReaches(ctx, set, u, cwd, vague, a.dotglob)
 		}
 		if !ok || u.ownGit && name != "" && protectednames.Key(name) == protectednames.Key(".git") {
 			continue
@@ -951,11 +1156,20 @@ func (r *Rules) reaches(ctx context.Context, set *protectednames.Set, a *Analysi
 		return "", false, true // under a directory known only at run time
 	}
 	switch {
-	case w.kind == literal || w.home:
-		text := w.text
-		if w.home {
-			text = strings.TrimPrefix(strings.TrimLeft(text, "~"), "/")
+	case w.home:
+		// ~ and ~user: a home directory, judged by the names under it
+		_, rest, _ := strings.Cut(w.text, "/")
+		if n, ok := set.Match(rest); ok {
+			return n, false, true
 		}
+		if strings.ContainsAny(rest, "\"'$`") {
+			return "", false, true // quoted or expanded: not judged as written
+		}
+		if n, ok := globReaches(set, rest, a.dotglob); ok {
+			return n, false, true
+		}
+	case w.kind == literal:
+		text := w.text
 		if n, ok := set.Match(text); ok {
 			return n, w.kind == literal, true
 		}
@@ -1033,7 +1247,7 @@ const (
 // SRC) for a protected name among the names under them — the path itself
 // too, unless below. Symlinks inside are judged by where they lead. A tree
 // known only at run time, or past the bound, could hold one.
-func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd string, unknownDir bool) (string, bool) {
+func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd string, unknownDir, dotglob bool) (string, bool) {
 	w, below := u.w, u.below
 	var roots []string
 	switch {
@@ -1055,7 +1269,13 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 			if err != nil || len(m) > 256 {
 				return "", true
 			}
-			roots = append(roots, m...)
+			pat := strings.Split(filepath.Clean(alt), "/")
+			for _, x := range m {
+				// as bash globs: tar czf a.tgz * leaves .env and .git out
+				if dotglob || !hiddenByBash(pat, strings.Split(x, "/")) {
+					roots = append(roots, x)
+				}
+			}
 		}
 	case w.values != nil && !w.globValues:
 		roots = w.values
@@ -1211,8 +1431,8 @@ func (a *Analysis) writes(w word) bool {
 		if !u.write || u.archive || u.patch {
 			continue
 		}
-		if u.w.kind != literal || u.w.text == w.text || strings.HasSuffix(u.w.text, "/"+w.text) || strings.HasSuffix(w.text, "/"+u.w.text) {
-			return true
+		if u.w.kind != literal || filepath.Base(u.w.text) == filepath.Base(w.text) {
+			return true // the same name, however its directory is spelt
 		}
 	}
 	return false

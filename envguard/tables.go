@@ -126,7 +126,10 @@ type Tables struct {
 	// StdinNameOptions are options with which a program takes the names of
 	// the files it reads from stdin (git hash-object --stdin-paths).
 	StdinNameOptions map[string][]string `json:"stdin_name_options"`
-	DefaultDirectory []string            `json:"default_directory"`
+	// OptionsAnywhere are programs that take their own options after a
+	// subcommand too (npm run --script-shell X, cargo build --config X).
+	OptionsAnywhere  []string `json:"options_anywhere"`
+	DefaultDirectory []string `json:"default_directory"`
 
 	c *compiled
 }
@@ -170,34 +173,35 @@ type SubcommandSpec struct {
 
 // compiled is what Validate builds from the tables, once per bundle.
 type compiled struct {
-	wrappers      map[string]wrapper
-	runners       map[string]bool // "program" or "program subcommand"
-	subRunners    map[string]bool // programs with a "program subcommand" runner
-	readers       map[string]bool
-	shellVars     map[string]bool
-	unseenOptions map[string]bool
-	aliases       map[string]string
-	subcommands   map[string]*subcommands
-	execOptions   map[string][]execOption
-	execEnvValues map[string][]*regexp.Regexp
-	progVars      map[string][]*regexp.Regexp
-	numeric       [][]string
-	writers       map[string]string
-	network       *Rules
-	printOnly     map[string]bool
-	dataReaders   map[string]bool
-	outputOpts    map[string][]string
-	recursive     map[string][]string
-	nameLists     map[string][]string
-	chdirOpts     map[string][]string
-	readerValues  map[string]string
-	shellRunners  map[string]bool
-	responseFiles map[string]bool
-	stdinNames    map[string][]string
-	defaultDir    map[string]bool
-	patternOpts   map[string][]string
-	patternOps    map[string]int
-	execConfig    *protectednames.Set // files whose contents programs run
+	wrappers        map[string]wrapper
+	runners         map[string]bool // "program" or "program subcommand"
+	subRunners      map[string]bool // programs with a "program subcommand" runner
+	readers         map[string]bool
+	shellVars       map[string]bool
+	unseenOptions   map[string]bool
+	aliases         map[string]string
+	subcommands     map[string]*subcommands
+	execOptions     map[string][]execOption
+	execEnvValues   map[string][]*regexp.Regexp
+	progVars        map[string][]*regexp.Regexp
+	numeric         [][]string
+	writers         map[string]string
+	network         *Rules
+	printOnly       map[string]bool
+	dataReaders     map[string]bool
+	outputOpts      map[string][]string
+	recursive       map[string][]string
+	nameLists       map[string][]string
+	chdirOpts       map[string][]string
+	readerValues    map[string]string
+	shellRunners    map[string]bool
+	responseFiles   map[string]bool
+	stdinNames      map[string][]string
+	optionsAnywhere map[string]bool
+	defaultDir      map[string]bool
+	patternOpts     map[string][]string
+	patternOps      map[string]int
+	execConfig      *protectednames.Set // files whose contents programs run
 }
 
 type execOption struct {
@@ -281,33 +285,34 @@ func (t *Tables) tables() *compiled {
 
 func (t *Tables) compile() (*compiled, error) {
 	c := &compiled{
-		wrappers:      make(map[string]wrapper, len(t.Wrappers)),
-		runners:       set(t.Runners),
-		subRunners:    map[string]bool{},
-		readers:       set(t.CommandReaders),
-		shellVars:     set(t.ShellVariables),
-		unseenOptions: set(t.UnseenShellOptions),
-		aliases:       t.ProgramAliases,
-		subcommands:   make(map[string]*subcommands, len(t.Subcommands)),
-		execOptions:   make(map[string][]execOption, len(t.ExecOptions)),
-		execEnvValues: make(map[string][]*regexp.Regexp, len(t.ExecEnvValues)),
-		progVars:      make(map[string][]*regexp.Regexp, len(t.ProgramVariables)),
-		numeric:       t.NumericOutput,
-		writers:       t.WritingPrograms,
-		printOnly:     set(t.PrintOnly),
-		dataReaders:   set(t.DataReaders),
-		outputOpts:    t.OutputOptions,
-		recursive:     t.RecursiveOptions,
-		nameLists:     t.NameListOptions,
-		chdirOpts:     t.ChdirOptions,
-		readerValues:  t.ReaderValueOptions,
-		shellRunners:  set(t.ShellRunners),
-		responseFiles: set(t.ResponseFilePrograms),
-		stdinNames:    t.StdinNameOptions,
-		defaultDir:    set(t.DefaultDirectory),
-		patternOpts:   t.PatternOptions,
-		patternOps:    t.PatternOperands,
-		execConfig:    protectednames.New(t.ExecConfigFiles),
+		wrappers:        make(map[string]wrapper, len(t.Wrappers)),
+		runners:         set(t.Runners),
+		subRunners:      map[string]bool{},
+		readers:         set(t.CommandReaders),
+		shellVars:       set(t.ShellVariables),
+		unseenOptions:   set(t.UnseenShellOptions),
+		aliases:         t.ProgramAliases,
+		subcommands:     make(map[string]*subcommands, len(t.Subcommands)),
+		execOptions:     make(map[string][]execOption, len(t.ExecOptions)),
+		execEnvValues:   make(map[string][]*regexp.Regexp, len(t.ExecEnvValues)),
+		progVars:        make(map[string][]*regexp.Regexp, len(t.ProgramVariables)),
+		numeric:         t.NumericOutput,
+		writers:         t.WritingPrograms,
+		printOnly:       set(t.PrintOnly),
+		dataReaders:     set(t.DataReaders),
+		outputOpts:      t.OutputOptions,
+		recursive:       t.RecursiveOptions,
+		nameLists:       t.NameListOptions,
+		chdirOpts:       t.ChdirOptions,
+		readerValues:    t.ReaderValueOptions,
+		shellRunners:    set(t.ShellRunners),
+		responseFiles:   set(t.ResponseFilePrograms),
+		stdinNames:      t.StdinNameOptions,
+		optionsAnywhere: set(t.OptionsAnywhere),
+		defaultDir:      set(t.DefaultDirectory),
+		patternOpts:     t.PatternOptions,
+		patternOps:      t.PatternOperands,
+		execConfig:      protectednames.New(t.ExecConfigFiles),
 	}
 	for _, r := range t.Runners {
 		if prog, _, ok := strings.Cut(r, " "); ok {

@@ -715,6 +715,13 @@ func (a *analyzer) prefixAssigns(ctx leafCtx, src string, call *syntax.CallExpr,
 		if as.Name != nil && a.programVariable(prog, as.Name.Value) {
 			a.unseen("setting "+as.Name.Value+", a program "+prog+" runs", ctx.src)
 		}
+		if as.Name != nil && as.Value != nil {
+			// GOBIN=.git/hooks go install, TMPDIR=.git mktemp: a directory
+			// the program may write in
+			if v := a.word(src, as.Value); v.kind == literal && v.text != "" || v.values != nil {
+				a.use(ctx, pathUse{w: v, write: true, named: true, what: "setting " + as.Name.Value + " for " + prog})
+			}
+		}
 	}
 }
 

@@ -90,6 +90,11 @@ func wordOf(src string, w *syntax.Word) word {
 // variables are known.
 func (a *analyzer) word(src string, w *syntax.Word) word {
 	out := a.wordOf(src, w)
+	if out.home {
+		if out = tildeWord(out); !out.home && out.kind == opaque {
+			return out // ~-, ~+N: the directory stack, known only at run time
+		}
+	}
 	if out.kind == opaque && w != nil && len(w.Parts) == 1 {
 		if p, ok := w.Parts[0].(*syntax.ProcSubst); ok {
 			out.values = []string{"/dev/fd/63"} // a pipe, named by its descriptor
@@ -312,6 +317,29 @@ func bashLeavesAlone(w *syntax.Word) bool {
 		}
 	}
 	return true
+}
+
+// tildeWord is a ~ word as the directory it names: ~+ (and ~+0) is the
+// working directory, so ~+/x is x; ~-, ~+N and ~-N are the directory stack,
+// known only at run time; ~ and ~user stay home words.
+func tildeWord(w word) word {
+	prefix, rest, _ := strings.Cut(w.text, "/")
+	switch {
+	case prefix == "~+" || prefix == "~+0":
+		if rest == "" {
+			rest = "."
+		}
+		if strings.ContainsAny(rest, "\"'$`") {
+			return word{text: w.text, kind: opaque}
+		}
+		if hasGlobChar(rest) || strings.Contains(rest, "{") {
+			return word{text: rest, kind: pattern, pattern: "^.*$", glob: rest}
+		}
+		return word{text: rest, kind: literal}
+	case strings.HasPrefix(prefix, "~+") || strings.HasPrefix(prefix, "~-"):
+		return word{text: w.text, kind: opaque}
+	}
+	return w
 }
 
 // tilde reports a word starting with an unquoted ~ (a home directory).

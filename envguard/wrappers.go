@@ -486,6 +486,9 @@ func (a *analyzer) envAssign(ctx leafCtx, w word) {
 	if w.kind == literal && smuggles(value) {
 		a.unseen("a value holding code for a later expansion ("+clip(w.text)+")", ctx.src)
 	}
+	if w.kind == literal && value != "" {
+		a.use(ctx, pathUse{w: word{text: value, kind: literal}, write: true, named: true, what: "setting " + name})
+	}
 }
 
 // xargsCommand is the command xargs runs: its words, with what it reads
@@ -544,9 +547,17 @@ func (a *analyzer) stdinNames(ctx leafCtx) word {
 		if w, ok := a.findOutput(ctx.producerSrc, ctx.producer); ok {
 			return w
 		}
+		if glob, ok := a.listedNames(ctx.producerSrc, ctx.producer); ok {
+			return word{text: "<names listed>", kind: pattern, pattern: "^.*$", names: glob}
+		}
 	}
 	return word{text: "<xargs input>", kind: opaque}
 }
+
+// gitListsTracked are the options with which git ls-files and git diff
+// --name-only print tracked names only.
+var gitListsTracked = map[string]bool{"-z": true, "-c": true, "--cached": true, "--full-name": true, "--name-only": true,
+	"--recurse-submodules": true, "--": true, "--staged": true, "--diff-filter=d": true, "--diff-filter=M": true}
 
 // listedNames is the glob every name a find or git ls-files statement
 // prints ends with, as one path segment: find's -name, or git ls-files'
@@ -556,11 +567,23 @@ func (a *analyzer) listedNames(src string, s *syntax.Stmt) (string, bool) {
 	glob := ""
 	if w, ok := a.findOutput(src, s); ok {
 		glob = w.names
-	} else if call, ok := s.Cmd.(*syntax.CallExpr); ok && len(s.Redirs) == 0 && len(call.Assigns) == 0 && len(call.Args) == 3 {
-		words := []word{a.wordOf(src, call.Args[0]), a.wordOf(src, call.Args[1]), a.wordOf(src, call.Args[2])}
-		if words[0].text == "git" && words[1].text == "ls-files" && words[2].kind == literal && (a.sc == nil || !a.sc.names["git"]) &&
-			!strings.HasPrefix(words[2].text, "-") {
-			glob = words[2].text
+	} else if call, ok := s.Cmd.(*syntax.CallExpr); ok && len(s.Redirs) == 0 && len(call.Assigns) == 0 && len(call.Args) >= 3 && (a.sc == nil || !a.sc.names["git"]) {
+		// git ls-files [-z|--cached…] GLOB: tracked names matching it
+		var specs []word
+		lists := a.wordOf(src, call.Args[0]).text == "git" && a.wordOf(src, call.Args[1]).text == "ls-files"
+		for _, arg := range call.Args[2:] {
+			w := a.wordOf(src, arg)
+			switch {
+			case w.kind != literal:
+				lists = false
+			case strings.HasPrefix(w.text, "-"):
+				lists = lists && gitListsTracked[w.text]
+			default:
+				specs = append(specs, w)
+			}
+		}
+		if lists && len(specs) == 1 {
+			glob = specs[0].text
 			if i := strings.LastIndexByte(glob, '/'); i >= 0 {
 				glob = glob[i+1:]
 			}
@@ -633,16 +656,17 @@ func (a *analyzer) findOutput(src string, s *syntax.Stmt) (word, bool) {
 	}
 	switch prog := a.t.canonicalName(path.Base(words[0].text)); {
 	case prog == "git" && len(words) >= 2 && words[1].text == "ls-files" || prog == "git" && len(words) >= 3 && words[1].text == "diff" && hasAnyLiteral(words[2:], "--name-only"):
-		// tracked files: the tree less what .gitignore leaves out
+		// tracked files: the index's names; only options known to print
+		// them and nothing else
 		for _, w := range words[2:] {
 			switch {
 			case w.kind != literal:
 				return word{}, false
-			case w.text == "-o" || w.text == "--others" || w.text == "-i" || w.text == "--ignored" || w.text == "--format" ||
-				strings.HasPrefix(w.text, "--format=") || w.text == "-s" || w.text == "--stage" || w.text == "--debug":
+			case gitListsTracked[w.text]:
+			case words[1].text == "diff" && !strings.HasPrefix(w.text, "-"):
+				// revisions and paths of git diff
+			default:
 				return word{}, false
-			case !strings.HasPrefix(w.text, "-") && words[1].text == "ls-files":
-				return word{}, false // a pathspec: listedNames' business
 			}
 		}
 		return word{text: "<names git lists>", kind: pattern, pattern: "^.*$", found: []word{{text: ".", kind: literal}}, gitignore: true}, true
@@ -794,9 +818,14 @@ func findFound(args []word) word {
 			break
 		}
 		switch t.text {
-		case "-o", "-or", "!", "-not", ",", "(", ")":
-			constraint, only = "", "" // an alternative or a negation: no pattern binds every name
+		case "-o", "-or", ",", "(", ")":
+			constraint, only = "", "" // an alternative: no pattern binds every name
 			j = len(args)
+		case "!", "-not":
+			// a negated test only drops names; its own -name binds none
+			if j+1 < len(args) && (args[j+1].text == "-name" || args[j+1].text == "-iname" || args[j+1].text == "-path") {
+				j += 2
+			}
 		case "-name", "-iname":
 			// (-path's * spans slashes: it binds no one segment)
 			if j+1 < len(args) && args[j+1].kind == literal && constraint == "" {
