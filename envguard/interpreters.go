@@ -221,6 +221,20 @@ var awkSpec = optSpec{flags: "bcCDghLMnNOPrsStVyZ", values: "fvFeEilW", long: me
 var awkCommand = regexp.MustCompile(`\bsystem\b|(^|[^|])\|($|[^|])|\|&|@load|@include`)
 
 func (a *analyzer) awk(ctx leafCtx, args []word) {
+	// mawk's -W exec FILE (-Wexec, -W e, -We): the program is FILE
+	for i, w := range args {
+		if w.kind != literal || !strings.HasPrefix(w.text, "-W") {
+			continue
+		}
+		v := strings.TrimPrefix(w.text, "-W")
+		if v == "" && i+1 < len(args) {
+			v = args[i+1].text
+		}
+		if strings.HasPrefix(v, "e") && !strings.HasPrefix(v, "v") {
+			a.unseen("awk -W exec (a program read from a file)", ctx.src)
+			break
+		}
+	}
 	opts := a.textProgram(ctx, "awk", args, textLanguage{spec: &awkSpec, text: []string{"-e", "--source"},
 		files: []string{"-f", "--file", "-E", "--exec", "-i", "--include"}, runs: awkCommand.MatchString,
 		what: "an awk program that runs commands (system, a pipe or getline from a command)", opens: awkFiles})

@@ -204,6 +204,7 @@ func (a *analyzer) script(cmd string, depth int) error {
 	}
 	defer func() { a.sc = outer }()
 	a.sc.collect(a, cmd, file)
+	a.heredocEnds(cmd, file)
 	syntax.Walk(file, func(n syntax.Node) bool {
 		switch n.(type) {
 		case *syntax.ForClause, *syntax.WhileClause:
@@ -354,6 +355,36 @@ func pipeReceivers(file *syntax.File) map[*syntax.Stmt]bool {
 		return true
 	})
 	return out
+}
+
+// heredocEnds finds here-documents with a line that starts with their
+// delimiter but is not it (EOF) inside $(…)): bash ends the document there
+// where the parser read on, so what runs after it is not what was parsed.
+func (a *analyzer) heredocEnds(src string, file *syntax.File) {
+	syntax.Walk(file, func(n syntax.Node) bool {
+		r, ok := n.(*syntax.Redirect)
+		if !ok || r.Op != syntax.Hdoc && r.Op != syntax.DashHdoc || r.Word == nil {
+			return true
+		}
+		delim := wordOf(src, r.Word)
+		if delim.kind != literal || delim.text == "" {
+			return true
+		}
+		body := ""
+		if r.Hdoc != nil {
+			body = source(src, r.Hdoc)
+		}
+		for _, line := range strings.Split(body, "\n") {
+			if r.Op == syntax.DashHdoc {
+				line = strings.TrimLeft(line, "\t")
+			}
+			if strings.HasPrefix(line, delim.text) && line != delim.text {
+				a.unseen("a here-document line bash may read as its end ("+clip(line)+")", src)
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // producers maps each statement on the right of a pipe to the last

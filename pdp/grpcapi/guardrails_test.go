@@ -163,6 +163,13 @@ func TestOtherFileTools(t *testing.T) {
 		{call("WebFetch", map[string]any{"url": "file://" + work + "/.env", "prompt": "x"}), pb.Decision_DECISION_DENY},
 		{call("WebFetch", map[string]any{"url": "FILE:///etc/passwd", "prompt": "x"}), pb.Decision_DECISION_DENY},
 		{call("WebFetch", map[string]any{"url": "https://example.com/.env", "prompt": "x"}), pb.Decision_DECISION_ALLOW},
+		{call("read_file", map[string]any{"absolute_path": work + "/.env"}), pb.Decision_DECISION_DENY},
+		{call("read_many_files", map[string]any{"paths": []any{work + "/README", work + "/.env"}}), pb.Decision_DECISION_DENY},
+		{call("read_many_files", map[string]any{"paths": []any{work + "/README"}}), pb.Decision_DECISION_ALLOW},
+		{call("write_file", map[string]any{"file_path": work + "/src/.mcp.json", "content": "{}"}), pb.Decision_DECISION_DENY},
+		{call("replace", map[string]any{"file_path": work + "/src/a.go", "old_string": "a", "new_string": "b"}), pb.Decision_DECISION_ALLOW},
+		{call("list_directory", map[string]any{"path": "/etc"}), pb.Decision_DECISION_DENY},
+		{call("fetch", map[string]any{"url": "file:///etc/passwd"}), pb.Decision_DECISION_DENY},
 	}
 	for _, c := range cases {
 		if resp := ts.Decide(t, c.req); resp.Decision != c.want {

@@ -225,6 +225,19 @@ func pathsValue(r *resolver, ft fileTool, p *ExecutionPolicy, g *compiledGuardra
 	base := "" // the tool's own path argument: a relative glob is under it
 	for _, name := range ft.Args {
 		raw, present, isString := stringArg(args, name)
+		if list, ok := args.GetFields()[name].GetKind().(*structpb.Value_ListValue); ok && present {
+			// a list of paths (read_many_files): each one a path
+			for _, v := range list.ListValue.GetValues() {
+				p, ok := v.GetKind().(*structpb.Value_StringValue)
+				if !ok {
+					out = append(out, pathTerm(name, ft.Access, "", "", errNotString, ""))
+					continue
+				}
+				resolved, err := r.resolve(cwd, p.StringValue)
+				out = append(out, pathTerm(name, ft.Access, p.StringValue, resolved, err, protectedName(protected, p.StringValue, resolved)))
+			}
+			continue
+		}
 		switch {
 		case !present:
 			continue
