@@ -179,6 +179,7 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			}
 		}
 	}
+	a.suffixedNames(ctx, name, canon, args)
 	if key == "git clean" && optionGiven([]string{"-n", "--dry-run"}, args) {
 		writes = false // it only lists
 	}
@@ -771,6 +772,55 @@ func (a *analyzer) tarPiped(ctx leafCtx) bool {
 		a.use(ctx, pathUse{w: r, write: true, tree: true, what: "tar extracting"})
 	}
 	return true
+}
+
+// suffixedNames records the files a program names by joining a prefix and
+// a suffix (csplit -f PREFIX -b SUFFIX, split, gzip -S SUFFIX FILE): the
+// joined name is written.
+func (a *analyzer) suffixedNames(ctx leafCtx, name, canon string, args []word) {
+	value := func(opts ...string) (string, bool) {
+		for i, w := range args {
+			for _, o := range opts {
+				switch {
+				case w.text == o && i+1 < len(args):
+					return args[i+1].text, args[i+1].kind == literal
+				case strings.HasPrefix(o, "--") && strings.HasPrefix(w.text, o+"="):
+					return strings.TrimPrefix(w.text, o+"="), w.kind == literal
+				case !strings.HasPrefix(o, "--") && strings.HasPrefix(w.text, o) && len(w.text) > len(o):
+					return w.text[len(o):], w.kind == literal
+				}
+			}
+		}
+		return "", true
+	}
+	record := func(text string, known bool) {
+		w := word{text: text, kind: literal}
+		if !known {
+			w = word{text: text, kind: opaque}
+		}
+		a.pathUse(ctx, name+" writing", w, true)
+	}
+	switch canon {
+	case "csplit", "split":
+		prefix, pk := value("-f", "--prefix")
+		suffix, sk := value("-b", "--suffix-format", "--additional-suffix")
+		if suffix != "" || !sk {
+			if prefix == "" && canon == "split" {
+				prefix = "x"
+			}
+			record(prefix+strings.ReplaceAll(strings.ReplaceAll(suffix, "%02d", "00"), "%d", "0"), pk && sk)
+		}
+	case "gzip", "bzip2", "xz", "zstd", "lz4", "lzma", "pigz":
+		suffix, known := value("-S", "--suffix")
+		if suffix == "" && known {
+			return
+		}
+		for _, w := range args {
+			if w.kind == literal && !strings.HasPrefix(w.text, "-") && w.text != suffix {
+				record(w.text+suffix, known)
+			}
+		}
+	}
 }
 
 // stemOf is a literal file name without its last extension (x.gz is x):
