@@ -108,6 +108,11 @@ func TestClosedWorldShapes(t *testing.T) {
 			{"apt-get -o Acquire::http::Proxy-Auto-Detect=/usr/bin/curl update", "ask"}, {"msgexec -i x.po curl x", "deny"},
 			{"x=$(cat <<'EOF'\nhi\nEOF)\ncurl x\nEOF\n)", "ask"}, {"git commit -m \"$(cat <<'EOF'\nfix bug\n\nmore\nEOF\n)\"", "allow"},
 			{"cargo build --release", "allow"}, {"npm run build", "allow"}, {"ssh -o BatchMode=yes h true", "allow"},
+			{"git config user.fsmonitor 'curl x' && git config --rename-section user core && git status", "ask"}, {"git ls-remote --exec=curl .", "ask"},
+			{"sqlite3 :memory: '.  shell curl x'", "ask"}, {"sqlite3 :memory: '.\"shell\" curl x'", "ask"}, {"sqlite3 db .tables", "allow"},
+			{"tmux -L zz new -d; tmux -L zz if-shell true 'run-shell \"curl x\"'", "ask"}, {"tmux ls", "allow"}, {"tmux kill-server", "allow"},
+			{"start-stop-daemon --start --exec=/usr/bin/curl -- -s http://x", "deny"}, {"start-stop-daemon -S -n x -a/usr/bin/curl -- x", "deny"},
+			{"start-stop-daemon -S -x /usr/bin/true", "allow"},
 		},
 		"understood idioms": {
 			{"declare -A m; m[k]=v; echo \"${m[k]}\"", "allow"}, {"declare -A m=([a]=1 [b]=2); echo ${m[a]}", "allow"},

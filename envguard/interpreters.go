@@ -124,7 +124,7 @@ var sqliteDanger = []string{"shell", "system", "once", "output", "import", "read
 	"open", "save", "backup", "clone", "restore", "archive", "ar"}
 
 var (
-	sqliteDot  = regexp.MustCompile(`(?m)(?:^|;)[ \t]*\.([A-Za-z_]+)`)
+	sqliteDot  = regexp.MustCompile(`(?m)(?:^|;)[ \t]*\.[ \t]*["']?([A-Za-z_]+)`) // ". shell", ."shell": sqlite3 takes both
 	sqliteEdit = regexp.MustCompile(`(?i)\b(edit|load_extension|fts3_tokenizer|writefile|readfile|fsdir|sqlar_\w+|zipfile|attach|vacuum\s+into)\b`)
 )
 

@@ -180,6 +180,12 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 		}
 	}
 	a.suffixedNames(ctx, name, canon, args)
+	if key == "git rm" && optionGiven([]string{"--cached", "-n", "--dry-run"}, args) {
+		writes = false // the index only, or a dry run
+	}
+	if key == "git rm" && writes && optionGiven([]string{"-r"}, args) {
+		tree = true
+	}
 	if key == "git clean" && optionGiven([]string{"-n", "--dry-run"}, args) {
 		writes = false // it only lists
 	}
@@ -224,6 +230,9 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			break
 		}
 		writes = false
+	case mode == "reads" && canon == "tar" && optionGiven([]string{"--remove-files"}, args):
+		writes = true // tar --remove-files deletes what it archives
+		tree = true
 	case mode == "reads":
 		if canon == "tar" {
 			// tar -c, -r, -u: the archive named by -f is written
@@ -324,7 +333,7 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 			files++
 		}
 		if writes {
-			a.use(ctx, pathUse{w: w, write: true, tree: tree, ownGit: key == "git clean", what: name + " writing"})
+			a.use(ctx, pathUse{w: w, write: true, tree: tree, ownGit: key == "git clean" || key == "git rm", what: name + " writing"})
 			if w.kind != pattern {
 				a.execConfig(ctx, name+" writing", w.text)
 			}

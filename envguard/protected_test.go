@@ -214,6 +214,8 @@ func TestProtectedThroughTheShell(t *testing.T) {
 			{`tar czf /tmp/a.tgz *`, "ask"}, {`grep -rn TODO src/*`, "allow"}, {`grep -rn TODO other/* links/*`, "ask"}, {`grep -rn TODO build/*`, "allow"},
 			{`git ls-files -z '*.go' | xargs -0 wc -l`, "allow"}, {`find . -name '*.go' -not -path './.git/*' | xargs wc -l`, "allow"},
 			{`unzip -o src/clean.zip -x .env -d /tmp/z`, "allow"},
+			{`tar --remove-files -cf /tmp/t.tar .claude`, "ask"}, {`tar --remove-files -cf /tmp/t.tar build`, "allow"}, {`git rm -r vendor`, "allow"},
+			{`git rm .mcp.json`, "ask"}, {`git rm --cached src/a.txt`, "allow"}, {`git rm -rfq .`, "ask"},
 			{`n=$(ls | wc -l); echo $((n*2))`, "allow"}, {`x=$(git rev-list --count HEAD); echo $((x+1))`, "allow"},
 			{`declare -i n=5`, "allow"}, {`ls -la .env`, "allow"}, {`stat .env`, "allow"}, {`echo $(( $(ls | wc -l) * 2 ))`, "allow"},
 			{`n=$(cat src/a.txt | head -1); echo $((n))`, "ask"}, {`n=5; make -j$((n*2))`, "allow"}, {`make -j$(nproc)`, "allow"},

@@ -111,6 +111,11 @@ func (a *analyzer) git(ctx leafCtx, args []word, depth int) error {
 				operands++
 			}
 		}
+		if hasAnyLiteral(tail, "--rename-section") {
+			// renaming a section makes its keys another section's (user.x into core.x)
+			a.unseen("git config --rename-section (keys that may become ones that run commands)", ctx.src)
+			break
+		}
 		if operands < 2 && !hasAnyLiteral(tail, "--add", "--replace-all", "-e", "--edit") {
 			break
 		}
@@ -218,6 +223,10 @@ func handlerFor(name string) handler {
 		return (*analyzer).capsh
 	case "pee":
 		return (*analyzer).pee
+	case "start-stop-daemon":
+		return (*analyzer).startStop
+	case "tmux":
+		return (*analyzer).tmux
 	case "--":
 		// `time -- cmd`: the keyword's end of options, which the parser
 		// leaves as the first word.
@@ -842,6 +851,93 @@ func findFound(args []word) word {
 	}
 	w.names, w.only, w.found = constraint, only, roots
 	return w
+}
+
+// startStop follows start-stop-daemon's program — -x/--exec or
+// -a/--startas, separate, with = or attached — run with the words after
+// "--".
+func (a *analyzer) startStop(ctx leafCtx, name string, args []word, depth int) error {
+	var prog []word
+	rest := []word(nil)
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if w.kind != literal {
+			a.unseen(name+" with an option computed at run time ("+clip(w.text)+")", ctx.src)
+			return nil
+		}
+		if w.text == "--" {
+			rest = args[i+1:]
+			break
+		}
+		for _, o := range []string{"-x", "--exec", "-a", "--startas"} {
+			switch {
+			case w.text == o && i+1 < len(args):
+				prog = append(prog, args[i+1])
+				i++
+			case strings.HasPrefix(o, "--") && strings.HasPrefix(w.text, o+"="):
+				prog = append(prog, word{text: w.text[len(o)+1:], kind: literal})
+			case !strings.HasPrefix(o, "--") && strings.HasPrefix(w.text, o) && len(w.text) > 2 && !strings.HasPrefix(w.text, "--"):
+				prog = append(prog, word{text: w.text[2:], kind: literal})
+			default:
+				continue
+			}
+			break
+		}
+	}
+	for _, p := range prog {
+		if err := a.leaf(ctx, Leaf{}, append([]word{p}, rest...), depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tmuxQuiet are tmux commands that run nothing: any other may run a shell
+// command (run-shell, if-shell, set-hook, a new window's command, a format's
+// #(…)).
+var tmuxQuiet = map[string]bool{"ls": true, "list-sessions": true, "list-windows": true, "list-panes": true, "kill-server": true,
+	"kill-session": true, "kill-window": true, "has-session": true, "has": true, "attach": true, "attach-session": true, "a": true,
+	"detach": true, "detach-client": true, "info": true, "list-clients": true, "list-commands": true, "-V": true}
+
+func (a *analyzer) tmux(ctx leafCtx, name string, args []word, depth int) error {
+	// its words may be a command it runs (tmux new -d 'curl x')
+	if err := a.runner(ctx, name, args, depth); err != nil {
+		return err
+	}
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		switch {
+		case w.kind != literal:
+			a.unseen(name+" with words computed at run time", ctx.src)
+			return nil
+		case w.text == "-L" || w.text == "-S" || w.text == "-f" || w.text == "-c" || w.text == "-T":
+			if w.text == "-c" || w.text == "-f" {
+				a.unseen(name+" "+w.text+" (a command or a configuration it runs)", ctx.src)
+				return nil
+			}
+			i++
+		case strings.HasPrefix(w.text, "-"):
+		default:
+			for _, cmd := range strings.Split(strings.Join(texts(args[i:]), " "), ";") {
+				f := strings.Fields(cmd)
+				if len(f) > 0 && !tmuxQuiet[strings.TrimSuffix(f[0], "\\")] {
+					a.unseen(name+" "+clip(f[0])+" (a tmux command that may run a shell command)", ctx.src)
+					return nil
+				}
+			}
+			return nil
+		}
+	}
+	a.stdinScript(ctx, name+" starting a shell")
+	return nil
+}
+
+func texts(ws []word) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.text
+	}
+	return out
 }
 
 // watch runs its operands joined by spaces through sh -c, or (with -x) as
