@@ -453,16 +453,11 @@ func (a *analyzer) gitPaths(ctx leafCtx, args []word) {
 			break // the subcommand
 		}
 		for _, o := range []string{"--work-tree", "--git-dir"} {
-			var v word
-			switch {
-			case w.text == o && i+1 < len(args):
-				v = args[i+1]
-				i++
-			case strings.HasPrefix(w.text, o+"="):
-				v = word{text: w.text[len(o)+1:], kind: literal}
-			default:
+			v, n, ok := optionWord(args, i, o)
+			if !ok {
 				continue
 			}
+			i += n
 			a.use(ctx, pathUse{w: v, write: true, ownGit: o == "--git-dir", what: "git " + o})
 		}
 		if w.text == "-c" || w.text == "-C" || w.text == "--exec-path" || w.text == "--namespace" || w.text == "--config-env" {
@@ -525,18 +520,11 @@ func (a *analyzer) chdir(ctx leafCtx, name, canon string, args []word) (dir stri
 			continue
 		}
 		for _, o := range list {
-			var v word
-			switch {
-			case w.text == o && i+1 < len(args):
-				v = args[i+1]
-				i++
-			case strings.HasPrefix(o, "--") && strings.HasPrefix(w.text, o+"="):
-				v = word{text: w.text[len(o)+1:], kind: literal}
-			case len(o) == 2 && strings.HasPrefix(w.text, o) && len(w.text) > 2 && !strings.HasPrefix(w.text, "--"):
-				v = word{text: w.text[2:], kind: literal}
-			default:
+			v, n, ok := optionWord(args, i, o)
+			if !ok {
 				continue
 			}
+			i += n
 			moved = true
 			a.pathUse(ctx, name+" moving into", v, true)
 			if v.kind != literal {
@@ -896,6 +884,22 @@ func (a *analyzer) pieces(ctx leafCtx, name, text string, write bool) {
 	}
 }
 
+// optionWord is the value option o gives at args[i] — the next word
+// (n is then 1), after --o=, or attached to a short option (-CDIR) — and
+// whether args[i] is that option at all.
+func optionWord(args []word, i int, o string) (v word, n int, ok bool) {
+	w := args[i]
+	switch {
+	case w.text == o && i+1 < len(args):
+		return args[i+1], 1, true
+	case strings.HasPrefix(o, "--") && strings.HasPrefix(w.text, o+"="):
+		return word{text: w.text[len(o)+1:], kind: literal}, 0, true
+	case len(o) == 2 && strings.HasPrefix(w.text, o) && len(w.text) > 2 && !strings.HasPrefix(w.text, "--"):
+		return word{text: w.text[2:], kind: literal}, 0, true
+	}
+	return word{}, 0, false
+}
+
 // destinations are the words a cp-like program writes into: -t's value, or
 // its last operand.
 func destinations(args []word) []word {
@@ -1084,15 +1088,8 @@ func (a *analyzer) outputOptions(ctx leafCtx, name, key string, args []word) {
 			continue
 		}
 		for _, o := range opts {
-			var v word
-			switch {
-			case w.text == o && i+1 < len(args):
-				v = args[i+1]
-			case strings.HasPrefix(o, "--") && strings.HasPrefix(w.text, o+"="):
-				v = word{text: w.text[len(o)+1:], kind: literal}
-			case len(o) == 2 && strings.HasPrefix(w.text, o) && len(w.text) > 2 && !strings.HasPrefix(w.text, "--"):
-				v = word{text: w.text[2:], kind: literal}
-			default:
+			v, _, ok := optionWord(args, i, o)
+			if !ok {
 				continue
 			}
 			a.pathUse(ctx, name+" "+o+" writing", v, true)
