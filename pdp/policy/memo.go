@@ -4,12 +4,16 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"io/fs"
 	"slices"
 	"sort"
+	"strings"
+	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+	library "github.com/toolpdp/toolpdp/rego"
 )
 
 // Decide once, answer many. With a deterministic policy, the decision
@@ -28,6 +32,18 @@ import (
 //     whole), or
 //   - defines a data.guardrails package: security teams' own Rego may read
 //     anything, and is simplest kept out of the key entirely.
+//
+// A path that no rule can fire on is keyed by its argument and access
+// alone: with the embedded library (no bundle replaces it), the paths and
+// search globs of a file tool reach the decision only through rules that
+// fire on a path that is invalid, unresolved, protected or outside its
+// scope, so every other path decides alike whatever its name (quietPath;
+// TestPlainPathsDecideAlike holds the library to it). Reading src/a.go and
+// then src/b.go is one decision, not two. Likewise the library reads a
+// command's analysis only through what it matched, could not see, reaches,
+// or sends over the network — never the programs it runs (leaves, there
+// for Explain and for guardrail Rego, which keeps decisions out of the
+// memo) — so `cat src/a.go` and `cat src/b.go` decide alike too.
 //
 // What a memo keeps is the response as Snapshot.Decide returns it, messages
 // already bounded; every caller gets its own copy (decision ids, sessions
@@ -148,6 +164,7 @@ func (s *Snapshot) memoPlan() {
 	delete(fields, "agent")
 	delete(fields, "guardrails")
 	s.memoFields = slices.Sorted(mapKeys(fields))
+	s.plainPaths = s.embeddedLibrary()
 	// Nothing reads the call's raw arguments: a decision's input goes
 	// without them (Input and Explain, for people, keep them).
 	s.argsUnread = !fields["args"]
@@ -227,6 +244,10 @@ func (s *Snapshot) key(agentID string, agent *Agent, input ast.Value) (memoKey, 
 	}
 	buf := make([]byte, 0, 512)
 	buf = appendString(buf, agentID)
+	var scope ast.Object
+	if t := obj.Get(ast.StringTerm("scope")); t != nil {
+		scope, _ = t.Value.(ast.Object)
+	}
 	for _, f := range s.memoFields {
 		buf = appendString(buf, f)
 		t := obj.Get(ast.StringTerm(f))
@@ -234,12 +255,140 @@ func (s *Snapshot) key(agentID string, agent *Agent, input ast.Value) (memoKey, 
 			buf = append(buf, 'u') // absent
 			continue
 		}
+		if list, isArray := t.Value.(*ast.Array); isArray && s.plainPaths && (f == "paths" || f == "globs") {
+			buf = binary.AppendUvarint(append(buf, 'a'), uint64(list.Len()))
+			for i := 0; i < list.Len() && ok; i++ {
+				if arg, access, plain := quietPath(list.Elem(i).Value, scope); plain {
+					buf = appendString(appendString(append(buf, 'p'), arg), access)
+				} else {
+					buf, ok = appendValue(buf, list.Elem(i).Value)
+				}
+			}
+			if !ok {
+				return memoKey{}, false
+			}
+			continue
+		}
+		if cmd, isObject := t.Value.(ast.Object); isObject && s.plainPaths && f == "command" {
+			read := ast.NewObject()
+			cmd.Foreach(func(k, v *ast.Term) {
+				if !k.Equal(leavesKey) {
+					read.Insert(k, v)
+				}
+			})
+			t = ast.NewTerm(read)
+		}
 		if buf, ok = appendValue(buf, t.Value); !ok {
 			return memoKey{}, false
 		}
 	}
 	return memoKey{agent: agent, sum: sha256.Sum256(buf)}, true
 }
+
+// quietPath is a path or search-glob term of the input that no rule of the
+// library fires on, with its argument and access: no error, no protected
+// name, and, where its access has a scope, inside one of the scope's roots
+// as the library's scope.inside has it (equal, or below by whole segments).
+func quietPath(v ast.Value, scope ast.Object) (arg, access string, plain bool) {
+	p, ok := v.(ast.Object)
+	if !ok {
+		return "", "", false
+	}
+	field := func(k string) (string, bool) {
+		t := p.Get(ast.StringTerm(k))
+		if t == nil {
+			return "", false
+		}
+		s, ok := t.Value.(ast.String)
+		return string(s), ok
+	}
+	arg, okArg := field("arg")
+	protected, okProt := field("protected")
+	if !okArg || !okProt || protected != "" {
+		return "", "", false
+	}
+	if _, isPath := field("resolved"); !isPath {
+		// a search glob: {arg, raw, protected}
+		return arg, "", len(p.Keys()) == 3
+	}
+	access, okAccess := field("access")
+	kind, okKind := field("error_kind")
+	resolved, _ := field("resolved")
+	if !okAccess || !okKind || kind != "" || len(p.Keys()) != 7 {
+		return "", "", false
+	}
+	var roots ast.Value
+	if scope != nil {
+		if t := scope.Get(ast.StringTerm(access)); t != nil {
+			roots = t.Value
+		}
+	}
+	if roots == nil {
+		return arg, access, true // no scope for this access
+	}
+	list, ok := roots.(*ast.Array)
+	if !ok {
+		return "", "", false
+	}
+	for i := range list.Len() {
+		if root, ok := list.Elem(i).Value.(ast.String); ok && inside(resolved, string(root)) {
+			return arg, access, true
+		}
+	}
+	return "", "", false
+}
+
+// inside is scope.inside: path is root or lies below it by whole segments.
+func inside(path, root string) bool {
+	return path == root || strings.HasPrefix(path, strings.TrimSuffix(root, "/")+"/")
+}
+
+// embeddedLibrary reports whether the snapshot decides with the library
+// as embedded: its toolpdp modules are exactly the embedded files.
+func (s *Snapshot) embeddedLibrary() bool {
+	want := embeddedLibraryModules()
+	got := 0
+	for _, m := range s.modules {
+		if !m.Package.Path.HasPrefix(libraryPackage) {
+			continue
+		}
+		got++
+		if !want[moduleSum(m)] {
+			return false
+		}
+	}
+	return got == len(want)
+}
+
+var (
+	libraryPackage = ast.MustParseRef("data.toolpdp")
+	leavesKey      = ast.StringTerm("leaves")
+)
+
+// moduleSum names a module by its parsed content.
+func moduleSum(m *ast.Module) [sha256.Size]byte { return sha256.Sum256([]byte(m.String())) }
+
+// embeddedLibraryModules are the embedded library's modules, tests too (a
+// bundle's reader keeps them), by moduleSum.
+var embeddedLibraryModules = sync.OnceValue(func() map[[sha256.Size]byte]bool {
+	out := map[[sha256.Size]byte]bool{}
+	_ = fs.WalkDir(library.Library(), ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".rego") {
+			return err
+		}
+		src, err := fs.ReadFile(library.Library(), path)
+		if err != nil {
+			return err
+		}
+		m, err := ast.ParseModuleWithOpts(path, string(src), ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return err
+		}
+		out[moduleSum(m)] = true
+		return nil
+	})
+	return out
+})
 
 // appendValue is an unambiguous encoding of a JSON-like value: a type tag,
 // lengths before contents, object keys sorted.
