@@ -36,8 +36,9 @@ import (
 // A path that no rule can fire on is keyed by its argument and access
 // alone: with the embedded library (no bundle replaces it), the paths and
 // search globs of a file tool reach the decision only through rules that
-// fire on a path that is invalid, unresolved, protected or outside its
-// scope, so every other path decides alike whatever its name (quietPath;
+// fire on a path that is invalid, protected, outside its scope or
+// unresolved where a scope applies, so every other path decides alike
+// whatever its name (quietPath;
 // TestPlainPathsDecideAlike holds the library to it). Reading src/a.go and
 // then src/b.go is one decision, not two. Likewise the library reads a
 // command's analysis only through what it matched, could not see, reaches,
@@ -286,9 +287,11 @@ func (s *Snapshot) key(agentID string, agent *Agent, input ast.Value) (memoKey, 
 }
 
 // quietPath is a path or search-glob term of the input that no rule of the
-// library fires on, with its argument and access: no error, no protected
-// name, and, where its access has a scope, inside one of the scope's roots
-// as the library's scope.inside has it (equal, or below by whole segments).
+// library fires on, with its argument and access: no protected name, and
+// either no scope for its access and no error but "unresolved" (which is
+// refused only where a scope applies), or no error and inside one of the
+// scope's roots as the library's scope.inside has it (equal, or below by
+// whole segments).
 func quietPath(v ast.Value, scope ast.Object) (arg, access string, plain bool) {
 	p, ok := v.(ast.Object)
 	if !ok {
@@ -314,7 +317,7 @@ func quietPath(v ast.Value, scope ast.Object) (arg, access string, plain bool) {
 	access, okAccess := field("access")
 	kind, okKind := field("error_kind")
 	resolved, _ := field("resolved")
-	if !okAccess || !okKind || kind != "" || len(p.Keys()) != 7 {
+	if !okAccess || !okKind || kind != "" && kind != "unresolved" || len(p.Keys()) != 7 {
 		return "", "", false
 	}
 	var roots ast.Value
@@ -324,7 +327,10 @@ func quietPath(v ast.Value, scope ast.Object) (arg, access string, plain bool) {
 		}
 	}
 	if roots == nil {
-		return arg, access, true // no scope for this access
+		return arg, access, true // no scope for this access: nothing to be inside, or to fail to check against
+	}
+	if kind != "" {
+		return "", "", false
 	}
 	list, ok := roots.(*ast.Array)
 	if !ok {
