@@ -218,7 +218,7 @@ func checkDifferential(t testing.TB, s *sandbox, tables *Tables, rules *Rules, c
 	if err != nil {
 		return false // asked: the command cannot be checked
 	}
-	if len(a.Unseen) > 0 || len(rules.Match(tables, a)) > 0 || len(rules.Protected(context.Background(), a, s.work)) > 0 {
+	if len(a.Unseen) > 0 || len(rules.Match(tables, a)) > 0 || len(rules.Protected(NewResolver(context.Background()), a, s.work)) > 0 {
 		return false // asked or denied
 	}
 	records, out, err := s.run(cmd)

@@ -26,7 +26,7 @@ func verdictOf(tables *Tables, rules *Rules, a *Analysis) string {
 		}
 		out = "ask"
 	}
-	if len(a.Unseen) > 0 || len(rules.Protected(context.Background(), a, "")) > 0 {
+	if len(a.Unseen) > 0 || len(rules.Protected(NewResolver(context.Background()), a, "")) > 0 {
 		out = "ask"
 	}
 	return out

@@ -111,8 +111,20 @@ func checkPath(p string) error {
 // canonical walks an absolute path one segment at a time from "/", following
 // each symlink it meets (the link's target is spliced in front of what is
 // left). What is kept in done has no links (its segments are real
-// directories, or missing), so a `..` may be applied to it lexically.
+// directories, or missing), so a `..` may be applied to it lexically. A
+// path the kernel walks with no symlink on it (LinkFree) needs no walk:
+// it is itself, cleaned.
 func canonical(ctx context.Context, path string) (string, error) {
+	if ctx.Err() == nil && len(path) <= MaxPathBytes {
+		if resolved, ok := (&Resolver{}).linkFree(path); ok {
+			return resolved, nil
+		}
+	}
+	return walk(ctx, path)
+}
+
+// walk is canonical one segment at a time.
+func walk(ctx context.Context, path string) (string, error) {
 	done, rest, links := "/", path, 0
 	for rest != "" {
 		if err := ctx.Err(); err != nil {

@@ -1,6 +1,7 @@
 package envguard
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -191,4 +192,45 @@ func TestResolveHomeAndURLsAreNotPlainPaths(t *testing.T) {
 // below it by whole segments (/p/src2 is not inside /p/src).
 func inside(path, root string) bool {
 	return path == root || strings.HasPrefix(path, strings.TrimSuffix(root, "/")+"/")
+}
+
+// A path the kernel walks without a symlink resolves exactly as the walk
+// one segment at a time does; every other path takes that walk.
+func TestLinkFreeAgreesWithTheWalk(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"p/src/a", "p/docs", "other/deep"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "p/src/a/f.go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"p/out": "../other/deep", "p/abs": root + "/other", "p/loop": "loop", "p/dangling": "nowhere/x", "p/src/up": ".."} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	linkFree := 0
+	for _, rel := range []string{"p/src/a/f.go", "p/src/a", "p/src", "p", "p/./src//a/", "p/src/a/f.go/", "p/src/a/f.go/..",
+		"p/src/../docs", "p/src/new/file", "p/src/new/../a/f.go", "p/out", "p/out/x", "p/out/../x", "p/abs/deep", "p/loop",
+		"p/dangling", "p/src/up/docs", "p/src/up/../p", "p/../../..", "other/deep/../../p/docs", "p/src/new.go", "p/./src/new",
+		"p/src/a/f.go/x", "p/docs/...", "p/dangling/x", "p/loop/x", "p/abs/new", "nowhere/new", "p/src/new.go/.."} {
+		for _, p := range []string{root + "/" + rel, "/proc/self/cwd/" + rel, "/", "/..", "//tmp", "/proc/self/cwd"} {
+			got, gotErr := canonical(context.Background(), p)
+			want, wantErr := walk(context.Background(), p)
+			if got != want || (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+				t.Errorf("%q: canonical %q, %v; the walk %q, %v", p, got, gotErr, want, wantErr)
+			}
+			if LinkFree(p) {
+				linkFree++
+			}
+		}
+	}
+	if linkFree == 0 {
+		t.Error("no path was link-free: the kernel's walk was never compared")
+	}
 }

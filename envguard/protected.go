@@ -1164,10 +1164,13 @@ func (r *Rules) Guarded() bool {
 // directory, as resolved (symlinks followed); a glob by what it could
 // match; a word known only at run time by the values its variables are
 // given in the command, and — for a write — as possibly anything.
-func (r *Rules) Protected(ctx context.Context, a *Analysis, cwd string) []ProtectedUse {
+// res resolves the names of this one decision and bounds the work with
+// its context.
+func (r *Rules) Protected(res *Resolver, a *Analysis, cwd string) []ProtectedUse {
 	if !r.Guarded() || a == nil {
 		return nil
 	}
+	ctx := res.ctx
 	var out []ProtectedUse
 	for i, u := range a.paths {
 		set := r.reads
@@ -1193,7 +1196,7 @@ func (r *Rules) Protected(ctx context.Context, a *Analysis, cwd string) []Protec
 		case u.patch:
 			name, ok = archiveReaches(ctx, set.Match, u.w, cwd, patchNames, a.writes)
 		case !u.below:
-			name, certain, ok = r.reaches(ctx, set, a, u, cwd, unknownDir)
+			name, certain, ok = r.reaches(res, set, a, u, cwd, unknownDir)
 		}
 		if !ok && u.tree {
 			name, ok = treeReaches(ctx, set, u, cwd, vague, a.dotglob)
@@ -1206,8 +1209,8 @@ func (r *Rules) Protected(ctx context.Context, a *Analysis, cwd string) []Protec
 	return out
 }
 
-func (r *Rules) reaches(ctx context.Context, set *protectednames.Set, a *Analysis, u pathUse, cwd string, unknownDir bool) (name string, certain, ok bool) {
-	w := u.w
+func (r *Rules) reaches(res *Resolver, set *protectednames.Set, a *Analysis, u pathUse, cwd string, unknownDir bool) (name string, certain, ok bool) {
+	ctx, w := res.ctx, u.w
 	if unknownDir && relative(w) {
 		return "", false, true // under a directory known only at run time
 	}
@@ -1230,7 +1233,7 @@ func (r *Rules) reaches(ctx context.Context, set *protectednames.Set, a *Analysi
 			return n, w.kind == literal, true
 		}
 		if w.kind == literal && cwd != "" && text != "" && devPath(text) == devNone {
-			if resolved, err := ResolveContext(ctx, cwd, text); err == nil {
+			if resolved, err := res.Resolve(cwd, text); err == nil {
 				if n, ok := set.Match(resolved); ok {
 					return n, true, true
 				}
@@ -1271,7 +1274,7 @@ func (r *Rules) reaches(ctx context.Context, set *protectednames.Set, a *Analysi
 					continue
 				}
 				if cwd != "" && v != "" && !strings.HasPrefix(v, "~") {
-					if resolved, err := ResolveContext(ctx, cwd, v); err == nil {
+					if resolved, err := res.Resolve(cwd, v); err == nil {
 						if n, ok := set.Match(resolved); ok {
 							return n, false, true
 						}

@@ -96,7 +96,7 @@ func checkProtected(t *testing.T, tables *Tables, rules *Rules, base, cmd string
 		return false
 	}
 	work := copyTree(t, base)
-	if verdictOf(tables, rules, a) != "allow" || len(rules.Protected(context.Background(), a, work)) > 0 {
+	if verdictOf(tables, rules, a) != "allow" || len(rules.Protected(NewResolver(context.Background()), a, work)) > 0 {
 		return false
 	}
 	runAllowed(t, work, cmd)

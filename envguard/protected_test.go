@@ -240,7 +240,7 @@ func TestProtectedThroughTheShell(t *testing.T) {
 			var uses []ProtectedUse
 			if err == nil {
 				got = verdictOf(tables, rules, a)
-				uses = rules.Protected(context.Background(), a, work)
+				uses = rules.Protected(NewResolver(context.Background()), a, work)
 				if got == "allow" && len(uses) > 0 {
 					got = "ask"
 				}

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -68,7 +69,7 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.Flag("headless", true), chromedp.NoSandbox,
 		chromedp.DisableGPU, chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()))
+		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(profileDir(t)))
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	defer acancel()
 	bctx, bcancel := chromedp.NewContext(actx)
@@ -150,4 +151,26 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err := chromedp.Run(bctx, chromedp.WaitVisible("#empty", chromedp.ByID)); err != nil {
 		t.Fatalf("the answered ask stays listed: %v", err)
 	}
+}
+
+// profileDir is the browser's profile directory, removed after the test;
+// Chromium's helper processes may still write into it for a moment after
+// the browser itself has exited, which t.TempDir's cleanup reports as a
+// failure.
+func profileDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "console-browser-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 50 {
+			if os.RemoveAll(dir) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("the browser's profile %s could not be removed", dir)
+	})
+	return dir
 }

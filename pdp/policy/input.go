@@ -55,7 +55,7 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 	case agent != nil && agent.Policy != nil:
 		in.Insert(ast.StringTerm("policy"), agent.policyTerm())
 	}
-	r := &resolver{ctx: ctx}
+	r := envguard.NewResolver(ctx)
 	if ft, ok := t.fileTools[req.GetToolName()]; ok {
 		// The call's paths first: the roots are often prefixes of them.
 		paths, globs := pathsValue(r, ft, policy, compiled, req.GetArgs())
@@ -75,7 +75,7 @@ func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agen
 		if policy != nil {
 			cwd = policy.Cwd
 		}
-		cmd := analyzeCommand(ctx, snap.shellMemo, compiled, names, req.GetArgs(), cwd, networkForbidden(policy, guardrails))
+		cmd := analyzeCommand(r, snap.shellMemo, compiled, names, req.GetArgs(), cwd, networkForbidden(policy, guardrails))
 		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
 	}
 	return in, nil
@@ -148,7 +148,7 @@ func policyValue(p *ExecutionPolicy) ast.Value {
 
 // scopeValue resolves the policy's roots (symlinks in roots are followed
 // too, each distinct root once); a root that does not resolve admits nothing.
-func scopeValue(r *resolver, p *ExecutionPolicy) ast.Value {
+func scopeValue(r *envguard.Resolver, p *ExecutionPolicy) ast.Value {
 	o := ast.NewObject()
 	if p == nil {
 		return o
@@ -165,7 +165,7 @@ func scopeValue(r *resolver, p *ExecutionPolicy) ast.Value {
 	for _, root := range all {
 		if _, done := resolved[root]; !done {
 			resolved[root] = nil
-			if c, err := r.resolve(p.Cwd, root); err == nil {
+			if c, err := r.Resolve(p.Cwd, root); err == nil {
 				resolved[root] = ast.StringTerm(c)
 			}
 		}
@@ -208,7 +208,7 @@ func stringArg(args *structpb.Struct, name string) (raw string, present, isStrin
 // path works on the cwd) and the directory each alternative of its search
 // globs reads, and names the protected name each one names (or, for a glob,
 // could match); globs lists the search globs themselves.
-func pathsValue(r *resolver, ft fileTool, p *ExecutionPolicy, g *compiledGuardrails, args *structpb.Struct) (paths, globs ast.Value) {
+func pathsValue(r *envguard.Resolver, ft fileTool, p *ExecutionPolicy, g *compiledGuardrails, args *structpb.Struct) (paths, globs ast.Value) {
 	cwd := ""
 	if p != nil {
 		cwd = p.Cwd
@@ -233,7 +233,7 @@ func pathsValue(r *resolver, ft fileTool, p *ExecutionPolicy, g *compiledGuardra
 					out = append(out, pathTerm(name, ft.Access, "", "", errNotString, ""))
 					continue
 				}
-				resolved, err := r.resolve(cwd, p.StringValue)
+				resolved, err := r.Resolve(cwd, p.StringValue)
 				out = append(out, pathTerm(name, ft.Access, p.StringValue, resolved, err, protectedName(protected, p.StringValue, resolved)))
 			}
 			continue
@@ -247,7 +247,7 @@ func pathsValue(r *resolver, ft fileTool, p *ExecutionPolicy, g *compiledGuardra
 		case name == "path":
 			base = raw
 		}
-		resolved, err := r.resolve(cwd, raw)
+		resolved, err := r.Resolve(cwd, raw)
 		out = append(out, pathTerm(name, ft.Access, raw, resolved, err, protectedName(protected, raw, resolved)))
 	}
 	for _, name := range ft.URLs {
@@ -268,7 +268,7 @@ func pathsValue(r *resolver, ft fileTool, p *ExecutionPolicy, g *compiledGuardra
 			out = append(out, pathTerm(name, "read", raw, "", errNotPath, ""))
 			continue
 		}
-		resolved, err := r.resolve(cwd, path)
+		resolved, err := r.Resolve(cwd, path)
 		out = append(out, pathTerm(name, "read", raw, resolved, err, protectedName(g.protectedReads, path, resolved)))
 	}
 	for _, name := range ft.Patches {
@@ -277,12 +277,12 @@ func pathsValue(r *resolver, ft fileTool, p *ExecutionPolicy, g *compiledGuardra
 			continue
 		}
 		for _, file := range envguard.PatchFiles(raw) {
-			resolved, err := r.resolve(cwd, file)
+			resolved, err := r.Resolve(cwd, file)
 			out = append(out, pathTerm(name, "write", file, resolved, err, protectedName(g.protected, file, resolved)))
 		}
 	}
 	if len(out) == 0 && len(ft.Args) > 0 {
-		resolved, err := r.resolve(cwd, cwd)
+		resolved, err := r.Resolve(cwd, cwd)
 		if cwd == "" {
 			err = errNoPath
 		}
@@ -309,7 +309,7 @@ func pathsValue(r *resolver, ft fileTool, p *ExecutionPolicy, g *compiledGuardra
 // relative, resolved like any path, each distinct one once; could is the
 // protected name some alternative could match, "" if none. A glob that
 // cannot be checked is one unresolved path.
-func globTerms(r *resolver, arg, access, raw, base, cwd string, walk bool, protected *protectednames.Set) (terms []*ast.Term, could string) {
+func globTerms(r *envguard.Resolver, arg, access, raw, base, cwd string, walk bool, protected *protectednames.Set) (terms []*ast.Term, could string) {
 	alts, err := globAlternatives(raw)
 	if err != nil {
 		// What it could match is unknown: any protected name.
@@ -333,7 +333,7 @@ func globTerms(r *resolver, arg, access, raw, base, cwd string, walk bool, prote
 		} else if dir == "" {
 			dir = "."
 		}
-		resolved, err := r.resolve(cwd, dir)
+		resolved, err := r.Resolve(cwd, dir)
 		add := func(resolved string, err error) {
 			key := resolved + "\x00" + fmt.Sprint(err)
 			if !seen[key] {
@@ -345,7 +345,7 @@ func globTerms(r *resolver, arg, access, raw, base, cwd string, walk bool, prote
 		if err != nil || wild == "" || !walk {
 			continue
 		}
-		links, err := envguard.GlobLinks(r.ctx, resolved, wild)
+		links, err := envguard.GlobLinks(r.Context(), resolved, wild)
 		if err != nil {
 			add("", err)
 		}
@@ -427,7 +427,7 @@ func pathTerm(arg, access, raw, resolved string, err error, protected string) *a
 // envguard, the agent's command rules matched against every leaf, what
 // the analysis could not see, the protected files it names (resolved
 // against cwd) and its network use.
-func analyzeCommand(ctx context.Context, memo *shellMemo, cr *compiledGuardrails, names []string, args *structpb.Struct, cwd string, noNetwork bool) ast.Value {
+func analyzeCommand(r *envguard.Resolver, memo *shellMemo, cr *compiledGuardrails, names []string, args *structpb.Struct, cwd string, noNetwork bool) ast.Value {
 	var leaves, unseen, matches, protected, network, netUses []*ast.Term
 	var errs []string
 	found := false
@@ -437,7 +437,7 @@ func analyzeCommand(ctx context.Context, memo *shellMemo, cr *compiledGuardrails
 			continue
 		}
 		found = true
-		s := memo.analyze(ctx, v)
+		s := memo.analyze(r.Context(), v)
 		if s.err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %s", name, cause(s.err, envguard.ErrUncheckable)))
 			continue
@@ -454,7 +454,7 @@ func analyzeCommand(ctx context.Context, memo *shellMemo, cr *compiledGuardrails
 		}
 		leaves = append(leaves, s.leaves...)
 		unseen = append(unseen, s.unseen...)
-		for _, p := range cr.rules.Protected(ctx, a, cwd) {
+		for _, p := range cr.rules.Protected(r, a, cwd) {
 			protected = append(protected, ast.ObjectTerm(
 				item("access", ast.String(p.Access)),
 				item("word", ast.String(p.Word)),

@@ -1,18 +1,16 @@
-package policy
+package envguard
 
 import (
 	"context"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/toolpdp/toolpdp/envguard"
 )
 
-// The resolver answers exactly as envguard's walk does, for paths with and
+// The resolver answers exactly as ResolveContext and the walk do, for paths with and
 // without symlinks, missing segments, files in the middle, dot segments and
 // what is not a plain path; a prefix of a walked path answers alike too.
-func TestResolverAgreesWithEnvguard(t *testing.T) {
+func TestResolverAgreesWithResolveContext(t *testing.T) {
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -33,17 +31,27 @@ func TestResolverAgreesWithEnvguard(t *testing.T) {
 	cwd := root + "/p"
 	raws := []string{
 		"src/a/f.go", "src/a", "src", ".", "", "./src//a/", "src/a/f.go/", "src/a/f.go/..", "src/../docs",
-		"src/new/file", "src/new/../a/f.go", "out", "out/x", "out/../x", "abs/deep", "loop", "dangling",
+		"src/new/file", "src/new/../a/f.go", "src/a/new.go", "docs/new", "docs/new/", "out", "out/x", "out/new", "out/../x", "abs/deep", "loop", "dangling",
 		"src/up/docs", "src/up/../p", root, root + "/p/src/a/f.go", root + "/p/out/../p", "/", "/..", "//p",
 		"~/x", "file:///etc/passwd", "http://x/y", "a\x00b", "/proc/self/cwd",
 	}
 	for _, cwd := range []string{cwd, "", "relative", cwd + "/out", cwd + "/src/a/f.go"} {
-		r := &resolver{ctx: context.Background()}
+		r := NewResolver(context.Background())
 		for _, raw := range raws {
-			got, gotErr := r.resolve(cwd, raw)
-			want, wantErr := envguard.ResolveContext(context.Background(), cwd, raw)
+			got, gotErr := r.Resolve(cwd, raw)
+			want, wantErr := ResolveContext(context.Background(), cwd, raw)
 			if got != want || (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
 				t.Errorf("cwd %q, %q: resolver %q, %v; envguard %q, %v", cwd, raw, got, gotErr, want, wantErr)
+			}
+			if wantErr == nil {
+				// and as the walk alone, one segment at a time
+				abs := raw
+				if !filepath.IsAbs(raw) {
+					abs = cwd + "/" + raw
+				}
+				if walked, err := walk(context.Background(), abs); err != nil || walked != got {
+					t.Errorf("cwd %q, %q: resolver %q; the walk %q, %v", cwd, raw, got, walked, err)
+				}
 			}
 		}
 	}
@@ -65,7 +73,7 @@ func TestResolverSeesARepointedLink(t *testing.T) {
 	if err := os.Mkdir(link, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	first, err := (&resolver{ctx: context.Background()}).resolve(root, "scope")
+	first, err := NewResolver(context.Background()).Resolve(root, "scope")
 	if err != nil || first != link {
 		t.Fatalf("a plain directory: %q, %v", first, err)
 	}
@@ -76,7 +84,7 @@ func TestResolverSeesARepointedLink(t *testing.T) {
 		if err := os.Symlink(target, link); err != nil {
 			t.Fatal(err)
 		}
-		got, err := (&resolver{ctx: context.Background()}).resolve(root, "scope")
+		got, err := NewResolver(context.Background()).Resolve(root, "scope")
 		if want := filepath.Join(root, target); err != nil || got != want {
 			t.Errorf("scope pointing at %s: %q, %v, want %q", target, got, err, want)
 		}
@@ -87,7 +95,7 @@ func TestResolverSeesARepointedLink(t *testing.T) {
 func TestResolverStopsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if got, err := (&resolver{ctx: ctx}).resolve("/", "tmp"); err == nil {
+	if got, err := NewResolver(ctx).Resolve("/", "tmp"); err == nil {
 		t.Fatalf("resolved %q with a cancelled context", got)
 	}
 }
@@ -101,9 +109,9 @@ func TestResolverWalksOnce(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "p/src"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := &resolver{ctx: context.Background()}
+	r := NewResolver(context.Background())
 	for _, c := range [][2]string{{"p/src", root + "/p/src"}, {"p", root + "/p"}, {"p/", root + "/p"}, {root, root}} {
-		if got, err := r.resolve(root, c[0]); err != nil || got != c[1] {
+		if got, err := r.Resolve(root, c[0]); err != nil || got != c[1] {
 			t.Errorf("%q: %q, %v, want %q", c[0], got, err, c[1])
 		}
 	}
