@@ -11,23 +11,7 @@ import (
 // without symlinks, missing segments, files in the middle, dot segments and
 // what is not a plain path; a prefix of a walked path answers alike too.
 func TestResolverAgreesWithResolveContext(t *testing.T) {
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{"p/src/a", "p/docs", "other/deep"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, "p/src/a/f.go"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for link, target := range map[string]string{"p/out": "../other/deep", "p/abs": root + "/other", "p/loop": "loop", "p/dangling": "nowhere/x", "p/src/up": ".."} {
-		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	root := linkTree(t)
 	cwd := root + "/p"
 	raws := []string{
 		"src/a/f.go", "src/a", "src", ".", "", "./src//a/", "src/a/f.go/", "src/a/f.go/..", "src/../docs",
@@ -118,4 +102,28 @@ func TestResolverWalksOnce(t *testing.T) {
 	if len(r.walked) != 1 {
 		t.Errorf("walked %q, want the first path only", r.walked)
 	}
+}
+
+// linkTree is p/src/a/f.go, p/docs and other/deep, with links out of p,
+// absolute, looping, dangling and climbing.
+func linkTree(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"p/src/a", "p/docs", "other/deep"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "p/src/a/f.go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"p/out": "../other/deep", "p/abs": root + "/other", "p/loop": "loop", "p/dangling": "nowhere/x", "p/src/up": ".."} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
 }
