@@ -31,7 +31,7 @@ func (s *Snapshot) DecideMemo(ctx context.Context, req *pb.DecideRequest, agent 
 		agent = s.agents[id]
 	}
 	resp = &pb.DecideResponse{PolicyRevision: s.Revision}
-	input, err := buildInput(ctx, s, id, agent, req, false)
+	f, err := gather(ctx, s, id, agent, req)
 	var key memoKey
 	keyed := false
 	if err != nil {
@@ -43,15 +43,13 @@ func (s *Snapshot) DecideMemo(ctx context.Context, req *pb.DecideRequest, agent 
 		err = fmt.Errorf("the request's deadline passed while its paths and command were examined: %w", err)
 	} else {
 		if memo != nil && s.memoOff == "" {
-			key, keyed = s.key(id, agent, input)
-		}
-		if keyed {
+			key, keyed = s.key(f), true
 			if kept, ok := memo.get(key); ok {
 				copyResponse(resp, kept)
 				return resp, true, nil
 			}
 		}
-		err = s.evaluate(ctx, input, resp)
+		err = s.evaluate(ctx, f.input(s, false), resp)
 	}
 	if err != nil {
 		Deny(resp, "policy", "evaluation_error", fmt.Sprintf("the policy could not be evaluated, so the call is denied: %v", err))

@@ -28,57 +28,99 @@ import (
 // error is a pinned session's guardrails that no longer compile. Unless
 // whole, the call's raw arguments are left out when no module reads them.
 func buildInput(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest, whole bool) (ast.Value, error) {
+	f, err := gather(ctx, snap, agentID, agent, req)
+	if err != nil {
+		return nil, err
+	}
+	return f.input(snap, whole), nil
+}
+
+// facts are what a decision's input is built from, worked out in Go:
+// the paths resolved, the command analysed. A decision the memo holds is
+// found by them alone (Snapshot.factsKey); only a decision to evaluate
+// builds the input document.
+type facts struct {
+	agentID    string
+	agent      *Agent
+	req        *pb.DecideRequest
+	guardrails ast.Value
+	policy     *ExecutionPolicy // the effective one: the call site's, else the agent's
+	scope      *scopeFact       // nil: the input has no scope
+	file       bool             // a file tool: paths and globs are its own
+	paths      []pathFact
+	globs      []globFact
+	command    *commandFact // nil: not a shell tool
+}
+
+func gather(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) (*facts, error) {
 	t := &snap.tables
 	guardrails, compiled, err := snap.guardrailsFor(agentID, agent)
 	if err != nil {
 		return nil, err
 	}
+	f := &facts{agentID: agentID, agent: agent, req: req, guardrails: guardrails, policy: effectivePolicy(agent, req)}
+	r := envguard.NewResolver(ctx)
+	if ft, ok := t.fileTools[req.GetToolName()]; ok {
+		// The call's paths first: the roots are often prefixes of them.
+		f.file = true
+		f.paths, f.globs = pathFacts(r, ft, f.policy, compiled, req.GetArgs())
+		f.scope = scopeRoots(r, f.policy)
+	}
+	if names, ok := t.shellTools[req.GetToolName()]; ok {
+		if !f.file {
+			// A shell tool's execution carries the resolved scopes for a confined run.
+			f.scope = scopeRoots(r, f.policy)
+		}
+		cwd := ""
+		if f.policy != nil {
+			cwd = f.policy.Cwd
+		}
+		f.command = analyzeCommand(r, snap.shellMemo, compiled, names, req.GetArgs(), cwd, networkForbidden(f.policy, guardrails))
+	}
+	return f, nil
+}
+
+// input is the document the library decides on, built from f.
+func (f *facts) input(snap *Snapshot, whole bool) ast.Value {
+	req := f.req
 	in := ast.NewObject(
-		item("agent_id", ast.String(agentID)),
+		item("agent_id", ast.String(f.agentID)),
 		item("session_id", ast.String(req.GetSessionId())),
 		item("tool_name", ast.String(req.GetToolName())),
 		item("server", ast.String(req.GetServer())),
 		item("category", ast.String(categoryName(req.GetCategory()))),
 		item("env", stringMap(req.GetEnv())),
-		item("guardrails", guardrails),
+		item("guardrails", f.guardrails),
 	)
 	if whole || snap.memoOff != "" || !snap.argsUnread {
 		in.Insert(ast.StringTerm("args"), ast.NewTerm(structValue(req.GetArgs())))
 	}
-	if agent != nil {
-		in.Insert(ast.StringTerm("agent"), ast.NewTerm(agent.Index))
+	if f.agent != nil {
+		in.Insert(ast.StringTerm("agent"), ast.NewTerm(f.agent.Index))
 	}
-	policy := effectivePolicy(agent, req)
 	switch {
 	case req.GetExecutionPolicy() != nil:
-		in.Insert(ast.StringTerm("policy"), ast.NewTerm(policyValue(policy)))
-	case agent != nil && agent.Policy != nil:
-		in.Insert(ast.StringTerm("policy"), agent.policyTerm())
+		in.Insert(ast.StringTerm("policy"), ast.NewTerm(policyValue(f.policy)))
+	case f.agent != nil && f.agent.Policy != nil:
+		in.Insert(ast.StringTerm("policy"), f.agent.policyTerm())
 	}
-	r := envguard.NewResolver(ctx)
-	if ft, ok := t.fileTools[req.GetToolName()]; ok {
-		// The call's paths first: the roots are often prefixes of them.
-		paths, globs := pathsValue(r, ft, policy, compiled, req.GetArgs())
-		in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(r, policy)))
-		in.Insert(ast.StringTerm("paths"), ast.NewTerm(paths))
-		in.Insert(ast.StringTerm("globs"), ast.NewTerm(globs))
-	} else {
-		in.Insert(ast.StringTerm("paths"), ast.ArrayTerm())
-		in.Insert(ast.StringTerm("globs"), ast.ArrayTerm())
+	if f.scope != nil {
+		in.Insert(ast.StringTerm("scope"), ast.NewTerm(f.scope.value()))
 	}
-	if names, ok := t.shellTools[req.GetToolName()]; ok {
-		if _, file := t.fileTools[req.GetToolName()]; !file {
-			// A shell tool's execution carries the resolved scopes for a confined run.
-			in.Insert(ast.StringTerm("scope"), ast.NewTerm(scopeValue(r, policy)))
-		}
-		cwd := ""
-		if policy != nil {
-			cwd = policy.Cwd
-		}
-		cmd := analyzeCommand(r, snap.shellMemo, compiled, names, req.GetArgs(), cwd, networkForbidden(policy, guardrails))
-		in.Insert(ast.StringTerm("command"), ast.NewTerm(cmd))
+	paths := make([]*ast.Term, len(f.paths))
+	for i, p := range f.paths {
+		paths[i] = p.term()
 	}
-	return in, nil
+	globs := make([]*ast.Term, len(f.globs))
+	for i, g := range f.globs {
+		globs[i] = g.term()
+	}
+	in.Insert(ast.StringTerm("paths"), ast.ArrayTerm(paths...))
+	in.Insert(ast.StringTerm("globs"), ast.ArrayTerm(globs...))
+	if f.command != nil {
+		in.Insert(ast.StringTerm("command"), ast.NewTerm(f.command.value(whole || !snap.embedded)))
+	}
+	return in
 }
 
 // effectivePolicy is the call site's policy when it sent one, else the
@@ -146,12 +188,16 @@ func policyValue(p *ExecutionPolicy) ast.Value {
 	return o
 }
 
-// scopeValue resolves the policy's roots (symlinks in roots are followed
+// scopeFact is the policy's roots resolved, each scope present only when
+// the policy sets it (nil: not set).
+type scopeFact struct{ read, write []string }
+
+// scopeRoots resolves the policy's roots (symlinks in roots are followed
 // too, each distinct root once); a root that does not resolve admits nothing.
-func scopeValue(r *envguard.Resolver, p *ExecutionPolicy) ast.Value {
-	o := ast.NewObject()
+func scopeRoots(r *envguard.Resolver, p *ExecutionPolicy) *scopeFact {
+	out := &scopeFact{}
 	if p == nil {
-		return o
+		return out
 	}
 	// Longest first: a shorter root is often a prefix the kernel has walked.
 	var all []string
@@ -161,31 +207,40 @@ func scopeValue(r *envguard.Resolver, p *ExecutionPolicy) ast.Value {
 		}
 	}
 	slices.SortFunc(all, func(a, b string) int { return len(b) - len(a) })
-	resolved := make(map[string]*ast.Term, len(all))
+	resolved := make(map[string]string, len(all))
 	for _, root := range all {
 		if _, done := resolved[root]; !done {
-			resolved[root] = nil
+			resolved[root] = ""
 			if c, err := r.Resolve(p.Cwd, root); err == nil {
-				resolved[root] = ast.StringTerm(c)
+				resolved[root] = c
 			}
 		}
 	}
-	for _, access := range [...]struct {
-		name  string
-		roots *[]string
-	}{{"read", p.ReadPaths}, {"write", p.WritePaths}} {
-		if access.roots == nil {
-			continue
+	list := func(roots *[]string) []string {
+		if roots == nil {
+			return nil
 		}
-		terms := make([]*ast.Term, 0, len(*access.roots))
-		seen := make(map[string]bool, len(*access.roots))
-		for _, root := range *access.roots {
-			if !seen[root] && resolved[root] != nil {
-				terms = append(terms, resolved[root])
+		out := make([]string, 0, len(*roots))
+		seen := make(map[string]bool, len(*roots))
+		for _, root := range *roots {
+			if !seen[root] && resolved[root] != "" {
+				out = append(out, resolved[root])
 			}
 			seen[root] = true
 		}
-		o.Insert(ast.StringTerm(access.name), ast.ArrayTerm(terms...))
+		return out
+	}
+	out.read, out.write = list(p.ReadPaths), list(p.WritePaths)
+	return out
+}
+
+func (s *scopeFact) value() ast.Value {
+	o := ast.NewObject()
+	if s.read != nil {
+		o.Insert(ast.StringTerm("read"), ast.NewTerm(stringArray(s.read)))
+	}
+	if s.write != nil {
+		o.Insert(ast.StringTerm("write"), ast.NewTerm(stringArray(s.write)))
 	}
 	return o
 }
@@ -208,7 +263,7 @@ func stringArg(args *structpb.Struct, name string) (raw string, present, isStrin
 // path works on the cwd) and the directory each alternative of its search
 // globs reads, and names the protected name each one names (or, for a glob,
 // could match); globs lists the search globs themselves.
-func pathsValue(r *envguard.Resolver, ft fileTool, p *ExecutionPolicy, g *compiledGuardrails, args *structpb.Struct) (paths, globs ast.Value) {
+func pathFacts(r *envguard.Resolver, ft fileTool, p *ExecutionPolicy, g *compiledGuardrails, args *structpb.Struct) (paths []pathFact, globs []globFact) {
 	cwd := ""
 	if p != nil {
 		cwd = p.Cwd
@@ -221,7 +276,8 @@ func pathsValue(r *envguard.Resolver, ft fileTool, p *ExecutionPolicy, g *compil
 	// The symlinks a glob's wildcards reach are looked for only where a
 	// scope or a protected name can deny what they lead to.
 	walk := !protected.Empty() || p != nil && (ft.Access == "read" && p.ReadPaths != nil || ft.Access == "write" && p.WritePaths != nil)
-	var out, gs []*ast.Term
+	var out []pathFact
+	var gs []globFact
 	base := "" // the tool's own path argument: a relative glob is under it
 	for _, name := range ft.Args {
 		raw, present, isString := stringArg(args, name)
@@ -230,11 +286,11 @@ func pathsValue(r *envguard.Resolver, ft fileTool, p *ExecutionPolicy, g *compil
 			for _, v := range list.ListValue.GetValues() {
 				p, ok := v.GetKind().(*structpb.Value_StringValue)
 				if !ok {
-					out = append(out, pathTerm(name, ft.Access, "", "", errNotString, ""))
+					out = append(out, newPathFact(name, ft.Access, "", "", errNotString, ""))
 					continue
 				}
 				resolved, err := r.Resolve(cwd, p.StringValue)
-				out = append(out, pathTerm(name, ft.Access, p.StringValue, resolved, err, protectedName(protected, p.StringValue, resolved)))
+				out = append(out, newPathFact(name, ft.Access, p.StringValue, resolved, err, protectedName(protected, p.StringValue, resolved)))
 			}
 			continue
 		}
@@ -242,13 +298,13 @@ func pathsValue(r *envguard.Resolver, ft fileTool, p *ExecutionPolicy, g *compil
 		case !present:
 			continue
 		case !isString:
-			out = append(out, pathTerm(name, ft.Access, "", "", errNotString, ""))
+			out = append(out, newPathFact(name, ft.Access, "", "", errNotString, ""))
 			continue
 		case name == "path":
 			base = raw
 		}
 		resolved, err := r.Resolve(cwd, raw)
-		out = append(out, pathTerm(name, ft.Access, raw, resolved, err, protectedName(protected, raw, resolved)))
+		out = append(out, newPathFact(name, ft.Access, raw, resolved, err, protectedName(protected, raw, resolved)))
 	}
 	for _, name := range ft.URLs {
 		// a file: URL names a path the tool reads
@@ -265,11 +321,11 @@ func pathsValue(r *envguard.Resolver, ft fileTool, p *ExecutionPolicy, g *compil
 			}
 		}
 		if path == "" {
-			out = append(out, pathTerm(name, "read", raw, "", errNotPath, ""))
+			out = append(out, newPathFact(name, "read", raw, "", errNotPath, ""))
 			continue
 		}
 		resolved, err := r.Resolve(cwd, path)
-		out = append(out, pathTerm(name, "read", raw, resolved, err, protectedName(g.protectedReads, path, resolved)))
+		out = append(out, newPathFact(name, "read", raw, resolved, err, protectedName(g.protectedReads, path, resolved)))
 	}
 	for _, name := range ft.Patches {
 		raw, present, isString := stringArg(args, name)
@@ -278,7 +334,7 @@ func pathsValue(r *envguard.Resolver, ft fileTool, p *ExecutionPolicy, g *compil
 		}
 		for _, file := range envguard.PatchFiles(raw) {
 			resolved, err := r.Resolve(cwd, file)
-			out = append(out, pathTerm(name, "write", file, resolved, err, protectedName(g.protected, file, resolved)))
+			out = append(out, newPathFact(name, "write", file, resolved, err, protectedName(g.protected, file, resolved)))
 		}
 	}
 	if len(out) == 0 && len(ft.Args) > 0 {
@@ -286,7 +342,7 @@ func pathsValue(r *envguard.Resolver, ft fileTool, p *ExecutionPolicy, g *compil
 		if cwd == "" {
 			err = errNoPath
 		}
-		out = append(out, pathTerm("", ft.Access, ".", resolved, err, protectedName(protected, "", resolved)))
+		out = append(out, newPathFact("", ft.Access, ".", resolved, err, protectedName(protected, "", resolved)))
 	}
 	for _, name := range ft.Globs {
 		raw, present, isString := stringArg(args, name)
@@ -294,14 +350,14 @@ func pathsValue(r *envguard.Resolver, ft fileTool, p *ExecutionPolicy, g *compil
 			continue
 		}
 		if !isString {
-			out = append(out, pathTerm(name, ft.Access, "", "", errNotString, ""))
+			out = append(out, newPathFact(name, ft.Access, "", "", errNotString, ""))
 			continue
 		}
 		terms, could := globTerms(r, name, ft.Access, raw, base, cwd, walk, protected)
 		out = append(out, terms...)
-		gs = append(gs, ast.ObjectTerm(item("arg", ast.String(name)), item("raw", ast.String(raw)), item("protected", ast.String(could))))
+		gs = append(gs, globFact{arg: name, raw: raw, protected: could})
 	}
-	return ast.NewArray(out...), ast.NewArray(gs...)
+	return out, gs
 }
 
 // globTerms are the paths a search glob reads: the literal directory of
@@ -309,14 +365,14 @@ func pathsValue(r *envguard.Resolver, ft fileTool, p *ExecutionPolicy, g *compil
 // relative, resolved like any path, each distinct one once; could is the
 // protected name some alternative could match, "" if none. A glob that
 // cannot be checked is one unresolved path.
-func globTerms(r *envguard.Resolver, arg, access, raw, base, cwd string, walk bool, protected *protectednames.Set) (terms []*ast.Term, could string) {
+func globTerms(r *envguard.Resolver, arg, access, raw, base, cwd string, walk bool, protected *protectednames.Set) (terms []pathFact, could string) {
 	alts, err := globAlternatives(raw)
 	if err != nil {
 		// What it could match is unknown: any protected name.
 		if names := protected.Names(); len(names) > 0 {
 			could = names[0]
 		}
-		return []*ast.Term{pathTerm(arg, access, raw, "", err, "")}, could
+		return []pathFact{newPathFact(arg, access, raw, "", err, "")}, could
 	}
 	seen := make(map[string]bool, len(alts))
 	for _, alt := range alts {
@@ -325,7 +381,7 @@ func globTerms(r *envguard.Resolver, arg, access, raw, base, cwd string, walk bo
 		}
 		dir, wild, err := envguard.GlobDir(alt)
 		if err != nil {
-			terms = append(terms, pathTerm(arg, access, raw, "", err, ""))
+			terms = append(terms, newPathFact(arg, access, raw, "", err, ""))
 			continue
 		}
 		if !filepath.IsAbs(dir) && !strings.HasPrefix(dir, "~") && !envguard.IsURL(dir) && base != "" {
@@ -338,7 +394,7 @@ func globTerms(r *envguard.Resolver, arg, access, raw, base, cwd string, walk bo
 			key := resolved + "\x00" + fmt.Sprint(err)
 			if !seen[key] {
 				seen[key] = true
-				terms = append(terms, pathTerm(arg, access, raw, resolved, err, protectedName(protected, "", resolved)))
+				terms = append(terms, newPathFact(arg, access, raw, resolved, err, protectedName(protected, "", resolved)))
 			}
 		}
 		add(resolved, err)
@@ -403,23 +459,58 @@ var (
 	errNoPath    = fmt.Errorf("%w: no path given and no policy cwd to default to", envguard.ErrUnresolved)
 )
 
-func pathTerm(arg, access, raw, resolved string, err error, protected string) *ast.Term {
-	kind, msg := "", ""
+// pathFact is a path the tool reads or writes: the argument it came from,
+// the access, as written and as resolved, why it could not be (error,
+// with error_kind invalid or unresolved) and the protected name it names.
+type pathFact struct{ arg, access, raw, resolved, err, kind, protected string }
+
+func newPathFact(arg, access, raw, resolved string, err error, protected string) pathFact {
+	p := pathFact{arg: arg, access: access, raw: raw, resolved: resolved, protected: protected}
 	switch {
 	case errors.Is(err, envguard.ErrInvalid):
-		kind, msg = "invalid", cause(err, envguard.ErrInvalid)
+		p.kind, p.err = "invalid", cause(err, envguard.ErrInvalid)
 	case err != nil:
-		kind, msg = "unresolved", cause(err, envguard.ErrUnresolved)
+		p.kind, p.err = "unresolved", cause(err, envguard.ErrUnresolved)
 	}
+	return p
+}
+
+func (p pathFact) term() *ast.Term {
 	return ast.ObjectTerm(
-		item("arg", ast.String(arg)),
-		item("access", ast.String(access)),
-		item("raw", ast.String(raw)),
-		item("resolved", ast.String(resolved)),
-		item("error", ast.String(msg)),
-		item("error_kind", ast.String(kind)),
-		item("protected", ast.String(protected)),
+		item("arg", ast.String(p.arg)),
+		item("access", ast.String(p.access)),
+		item("raw", ast.String(p.raw)),
+		item("resolved", ast.String(p.resolved)),
+		item("error", ast.String(p.err)),
+		item("error_kind", ast.String(p.kind)),
+		item("protected", ast.String(p.protected)),
 	)
+}
+
+// globFact is a search glob: its argument, as written, and the protected
+// name it could match.
+type globFact struct{ arg, raw, protected string }
+
+func (g globFact) term() *ast.Term {
+	return ast.ObjectTerm(item("arg", ast.String(g.arg)), item("raw", ast.String(g.raw)), item("protected", ast.String(g.protected)))
+}
+
+// commandFact is what a shell tool's call would run: the leaves, the agent's
+// command rules that match them, what the analysis could not see, the
+// protected files it reaches and its network use.
+type commandFact struct {
+	leaves, unseen, network []*ast.Term
+	matches                 []match
+	protected               []envguard.ProtectedUse
+	netUses                 [][]string
+	errs                    string
+	missing, guarded        bool
+}
+
+type match struct {
+	list, rule string
+	argv       []string
+	certain    bool
 }
 
 // analyzeCommand is what a shell tool's call would run: each of its command
@@ -427,8 +518,8 @@ func pathTerm(arg, access, raw, resolved string, err error, protected string) *a
 // envguard, the agent's command rules matched against every leaf, what
 // the analysis could not see, the protected files it names (resolved
 // against cwd) and its network use.
-func analyzeCommand(r *envguard.Resolver, memo *shellMemo, cr *compiledGuardrails, names []string, args *structpb.Struct, cwd string, noNetwork bool) ast.Value {
-	var leaves, unseen, matches, protected, network, netUses []*ast.Term
+func analyzeCommand(r *envguard.Resolver, memo *shellMemo, cr *compiledGuardrails, names []string, args *structpb.Struct, cwd string, noNetwork bool) *commandFact {
+	c := &commandFact{guarded: cr.guarded}
 	var errs []string
 	found := false
 	for _, name := range names {
@@ -444,44 +535,61 @@ func analyzeCommand(r *envguard.Resolver, memo *shellMemo, cr *compiledGuardrail
 		}
 		a := s.a
 		for _, m := range cr.rules.Match(memo.t, a) {
-			l := a.Leaves[m.Leaf]
-			matches = append(matches, ast.ObjectTerm(
-				item("list", ast.String(m.List)),
-				item("rule", ast.String(m.Rule)),
-				item("argv", stringArray(l.Argv)),
-				item("certain", ast.Boolean(m.Certain)),
-			))
+			c.matches = append(c.matches, match{list: m.List, rule: m.Rule, argv: a.Leaves[m.Leaf].Argv, certain: m.Certain})
 		}
-		leaves = append(leaves, s.leaves...)
-		unseen = append(unseen, s.unseen...)
-		for _, p := range cr.rules.Protected(r, a, cwd) {
-			protected = append(protected, ast.ObjectTerm(
-				item("access", ast.String(p.Access)),
-				item("word", ast.String(p.Word)),
-				item("name", ast.String(p.Name)),
-				item("what", ast.String(p.What)),
-				item("text", ast.String(p.Text)),
-				item("certain", ast.Boolean(p.Certain)),
-			))
-		}
-		network = append(network, s.network...)
+		c.leaves = append(c.leaves, s.leaves...)
+		c.unseen = append(c.unseen, s.unseen...)
+		c.protected = append(c.protected, cr.rules.Protected(r, a, cwd)...)
+		c.network = append(c.network, s.network...)
 		if noNetwork {
-			for _, argv := range memo.t.NetworkUses(a) {
-				netUses = append(netUses, ast.NewTerm(stringArray(argv)))
-			}
+			c.netUses = append(c.netUses, memo.t.NetworkUses(a)...)
 		}
 	}
-	return ast.NewObject(
-		item("leaves", ast.NewArray(leaves...)),
+	c.errs, c.missing = strings.Join(errs, "; "), !found
+	return c
+}
+
+// value is the command as the input has it; without leaves unless asked
+// for (the library never reads them; Explain and guardrail Rego may).
+func (c *commandFact) value(leaves bool) ast.Value {
+	matches := make([]*ast.Term, len(c.matches))
+	for i, m := range c.matches {
+		matches[i] = ast.ObjectTerm(
+			item("list", ast.String(m.list)),
+			item("rule", ast.String(m.rule)),
+			item("argv", stringArray(m.argv)),
+			item("certain", ast.Boolean(m.certain)),
+		)
+	}
+	protected := make([]*ast.Term, len(c.protected))
+	for i, p := range c.protected {
+		protected[i] = ast.ObjectTerm(
+			item("access", ast.String(p.Access)),
+			item("word", ast.String(p.Word)),
+			item("name", ast.String(p.Name)),
+			item("what", ast.String(p.What)),
+			item("text", ast.String(p.Text)),
+			item("certain", ast.Boolean(p.Certain)),
+		)
+	}
+	netUses := make([]*ast.Term, len(c.netUses))
+	for i, argv := range c.netUses {
+		netUses[i] = ast.NewTerm(stringArray(argv))
+	}
+	o := ast.NewObject(
 		item("matches", ast.NewArray(matches...)),
-		item("unseen", ast.NewArray(unseen...)),
+		item("unseen", ast.NewArray(c.unseen...)),
 		item("protected", ast.NewArray(protected...)),
-		item("network", ast.NewArray(network...)),
+		item("network", ast.NewArray(c.network...)),
 		item("network_uses", ast.NewArray(netUses...)),
-		item("error", ast.String(strings.Join(errs, "; "))),
-		item("missing", ast.Boolean(!found)),
-		item("guarded", ast.Boolean(cr.guarded)),
+		item("error", ast.String(c.errs)),
+		item("missing", ast.Boolean(c.missing)),
+		item("guarded", ast.Boolean(c.guarded)),
 	)
+	if leaves {
+		o.Insert(ast.StringTerm("leaves"), ast.ArrayTerm(c.leaves...))
+	}
+	return o
 }
 
 // networkForbidden reports network "none" from the execution policy or

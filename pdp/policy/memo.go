@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -165,7 +164,7 @@ func (s *Snapshot) memoPlan() {
 	delete(fields, "agent")
 	delete(fields, "guardrails")
 	s.memoFields = slices.Sorted(mapKeys(fields))
-	s.plainPaths = s.embeddedLibrary()
+	s.embedded = s.embeddedLibrary()
 	// Nothing reads the call's raw arguments: a decision's input goes
 	// without them (Input and Explain, for people, keep them).
 	s.argsUnread = !fields["args"]
@@ -236,112 +235,156 @@ func inputFields(m *ast.Module, fields map[string]bool) bool {
 	return ok
 }
 
-// key is the memo key of a decision with agent on input, and whether the
-// input can be keyed at all (a value toolpdp does not build is not).
-func (s *Snapshot) key(agentID string, agent *Agent, input ast.Value) (memoKey, bool) {
-	obj, ok := input.(ast.Object)
-	if !ok {
-		return memoKey{}, false
-	}
-	buf := make([]byte, 0, 512)
-	buf = appendString(buf, agentID)
-	var scope ast.Object
-	if t := obj.Get(ast.StringTerm("scope")); t != nil {
-		scope, _ = t.Value.(ast.Object)
-	}
-	for _, f := range s.memoFields {
-		buf = appendString(buf, f)
-		t := obj.Get(ast.StringTerm(f))
-		if t == nil {
-			buf = append(buf, 'u') // absent
-			continue
-		}
-		if list, isArray := t.Value.(*ast.Array); isArray && s.plainPaths && (f == "paths" || f == "globs") {
-			buf = binary.AppendUvarint(append(buf, 'a'), uint64(list.Len()))
-			for i := 0; i < list.Len() && ok; i++ {
-				if arg, access, plain := quietPath(list.Elem(i).Value, scope); plain {
-					buf = appendString(appendString(append(buf, 'p'), arg), access)
-				} else {
-					buf, ok = appendValue(buf, list.Elem(i).Value)
+// key is the memo key of the decision f's input holds: exactly the fields
+// the policy reads (memoFields), each encoded from the facts the input is
+// built from, so a decision the memo holds needs no input document.
+// keyedFields lists the fields it knows; the input has no other.
+func (s *Snapshot) key(f *facts) memoKey {
+	buf := make([]byte, 0, 1024)
+	buf = appendString(buf, f.agentID)
+	req := f.req
+	for _, name := range s.memoFields {
+		buf = appendString(buf, name)
+		switch name {
+		case "agent_id":
+			buf = appendString(buf, f.agentID)
+		case "session_id":
+			buf = appendString(buf, req.GetSessionId())
+		case "tool_name":
+			buf = appendString(buf, req.GetToolName())
+		case "server":
+			buf = appendString(buf, req.GetServer())
+		case "category":
+			buf = appendString(buf, categoryName(req.GetCategory()))
+		case "env":
+			env := req.GetEnv()
+			buf = binary.AppendUvarint(buf, uint64(len(env)))
+			for _, k := range slices.Sorted(mapKeys(env)) {
+				buf = appendString(appendString(buf, k), env[k])
+			}
+		case "args":
+			buf, _ = appendValue(buf, structValue(req.GetArgs()))
+		case "agent", "guardrails":
+			// the definition's identity and the agent id, in the key already
+		case "policy":
+			switch {
+			case req.GetExecutionPolicy() != nil:
+				buf, _ = appendValue(append(buf, 'r'), policyValue(f.policy))
+			case f.agent != nil && f.agent.Policy != nil:
+				buf = append(buf, 'A') // the definition's, by its identity
+			default:
+				buf = append(buf, 'u')
+			}
+		case "scope":
+			if f.scope == nil {
+				buf = append(buf, 'u')
+				continue
+			}
+			buf = appendList(appendList(append(buf, 's'), f.scope.read), f.scope.write)
+		case "paths":
+			buf = binary.AppendUvarint(buf, uint64(len(f.paths)))
+			for _, p := range f.paths {
+				if s.embedded && quietPath(p, f.scope) {
+					buf = appendString(appendString(append(buf, 'q'), p.arg), p.access)
+					continue
+				}
+				buf = append(buf, 'P')
+				for _, v := range [...]string{p.arg, p.access, p.raw, p.resolved, p.err, p.kind, p.protected} {
+					buf = appendString(buf, v)
 				}
 			}
-			if !ok {
-				return memoKey{}, false
-			}
-			continue
-		}
-		if cmd, isObject := t.Value.(ast.Object); isObject && s.plainPaths && f == "command" {
-			read := ast.NewObject()
-			cmd.Foreach(func(k, v *ast.Term) {
-				if !k.Equal(leavesKey) {
-					read.Insert(k, v)
+		case "globs":
+			buf = binary.AppendUvarint(buf, uint64(len(f.globs)))
+			for _, g := range f.globs {
+				if s.embedded && g.protected == "" {
+					buf = appendString(append(buf, 'q'), g.arg)
+					continue
 				}
-			})
-			t = ast.NewTerm(read)
-		}
-		if buf, ok = appendValue(buf, t.Value); !ok {
-			return memoKey{}, false
+				buf = appendString(appendString(appendString(append(buf, 'G'), g.arg), g.raw), g.protected)
+			}
+		case "command":
+			if f.command == nil {
+				buf = append(buf, 'u')
+				continue
+			}
+			buf = f.command.appendKey(append(buf, 'c'), !s.embedded)
+		default:
+			buf = append(buf, 'u') // no input has it
 		}
 	}
-	return memoKey{agent: agent, sum: sha256.Sum256(buf)}, true
+	return memoKey{agent: f.agent, sum: sha256.Sum256(buf)}
 }
 
-// quietPath is a path or search-glob term of the input that no rule of the
-// library fires on, with its argument and access: no protected name, and
-// either no scope for its access and no error but "unresolved" (which is
-// refused only where a scope applies), or no error and inside one of the
-// scope's roots as the library's scope.inside has it (equal, or below by
-// whole segments).
-func quietPath(v ast.Value, scope ast.Object) (arg, access string, plain bool) {
-	p, ok := v.(ast.Object)
-	if !ok {
-		return "", "", false
-	}
-	field := func(k string) (string, bool) {
-		t := p.Get(ast.StringTerm(k))
-		if t == nil {
-			return "", false
+// keyedFields are the input fields key encodes: every field buildInput
+// may produce (TestKeyKnowsEveryInputField).
+var keyedFields = []string{"agent_id", "session_id", "tool_name", "server", "category", "env", "args", "agent", "guardrails", "policy", "scope", "paths", "globs", "command"}
+
+// appendKey encodes the command as its value has it, leaves only when
+// asked for.
+func (c *commandFact) appendKey(buf []byte, leaves bool) []byte {
+	terms := func(buf []byte, ts []*ast.Term) []byte {
+		buf = binary.AppendUvarint(buf, uint64(len(ts)))
+		for _, t := range ts {
+			buf, _ = appendValue(buf, t.Value)
 		}
-		s, ok := t.Value.(ast.String)
-		return string(s), ok
+		return buf
 	}
-	arg, okArg := field("arg")
-	protected, okProt := field("protected")
-	if !okArg || !okProt || protected != "" {
-		return "", "", false
+	if leaves {
+		buf = terms(append(buf, 'l'), c.leaves)
 	}
-	if _, isPath := field("resolved"); !isPath {
-		// a search glob: {arg, raw, protected}
-		return arg, "", len(p.Keys()) == 3
+	buf = binary.AppendUvarint(buf, uint64(len(c.matches)))
+	for _, m := range c.matches {
+		buf = appendList(appendString(appendString(buf, m.list), m.rule), m.argv)
+		buf = appendBool(buf, m.certain)
 	}
-	access, okAccess := field("access")
-	kind, okKind := field("error_kind")
-	resolved, _ := field("resolved")
-	if !okAccess || !okKind || kind != "" && kind != "unresolved" || len(p.Keys()) != 7 {
-		return "", "", false
+	buf = terms(buf, c.unseen)
+	buf = binary.AppendUvarint(buf, uint64(len(c.protected)))
+	for _, p := range c.protected {
+		for _, v := range [...]string{p.Access, p.Word, p.Name, p.What, p.Text} {
+			buf = appendString(buf, v)
+		}
+		buf = appendBool(buf, p.Certain)
 	}
-	var roots ast.Value
+	buf = terms(buf, c.network)
+	buf = binary.AppendUvarint(buf, uint64(len(c.netUses)))
+	for _, argv := range c.netUses {
+		buf = appendList(buf, argv)
+	}
+	return appendBool(appendBool(appendString(buf, c.errs), c.missing), c.guarded)
+}
+
+// quietPath is a path no rule of the library fires on: no protected
+// name, and either no scope for its access and no error but "unresolved"
+// (which is refused only where a scope applies), or no error and inside
+// one of the scope's roots as the library's scope.inside has it (equal,
+// or below by whole segments).
+func quietPath(p pathFact, scope *scopeFact) bool {
+	if p.protected != "" || p.kind != "" && p.kind != "unresolved" {
+		return false
+	}
+	var roots []string
 	if scope != nil {
-		if t := scope.Get(ast.StringTerm(access)); t != nil {
-			roots = t.Value
+		switch p.access {
+		case "read":
+			roots = scope.read
+		case "write":
+			roots = scope.write
+		default:
+			return false
 		}
 	}
 	if roots == nil {
-		return arg, access, true // no scope for this access: nothing to be inside, or to fail to check against
+		return true // no scope for this access: nothing to be inside, or to fail to check against
 	}
-	if kind != "" {
-		return "", "", false
+	if p.kind != "" {
+		return false
 	}
-	list, ok := roots.(*ast.Array)
-	if !ok {
-		return "", "", false
-	}
-	for i := range list.Len() {
-		if root, ok := list.Elem(i).Value.(ast.String); ok && inside(resolved, string(root)) {
-			return arg, access, true
+	for _, root := range roots {
+		if inside(p.resolved, root) {
+			return true
 		}
 	}
-	return "", "", false
+	return false
 }
 
 // inside is scope.inside: path is root or lies below it by whole segments.
@@ -366,10 +409,7 @@ func (s *Snapshot) embeddedLibrary() bool {
 	return got == len(want)
 }
 
-var (
-	libraryPackage = ast.MustParseRef("data.toolpdp")
-	leavesKey      = ast.StringTerm("leaves")
-)
+var libraryPackage = ast.MustParseRef("data.toolpdp")
 
 // moduleSum names a module by its parsed content.
 func moduleSum(m *ast.Module) [sha256.Size]byte { return sha256.Sum256([]byte(m.String())) }
@@ -419,21 +459,49 @@ func appendValue(buf []byte, v ast.Value) ([]byte, bool) {
 		}
 		return buf, ok
 	case ast.Object:
-		keys := v.Keys()
-		sort.Slice(keys, func(i, j int) bool { return ast.Compare(keys[i], keys[j]) < 0 })
-		buf = binary.AppendUvarint(append(buf, 'o'), uint64(len(keys)))
-		ok := true
-		for _, k := range keys {
-			if buf, ok = appendValue(buf, k.Value); !ok {
-				return buf, false
-			}
-			if buf, ok = appendValue(buf, v.Get(k).Value); !ok {
-				return buf, false
-			}
-		}
-		return buf, true
+		return appendObject(buf, v, nil)
 	}
 	return buf, false // sets, refs, comprehensions: never in a built input
+}
+
+// appendObject is appendValue of an object, its keys in order, without
+// the key skip.
+func appendObject(buf []byte, o ast.Object, skip *ast.Term) ([]byte, bool) {
+	n := o.Len()
+	if skip != nil && o.Get(skip) != nil {
+		n--
+	}
+	buf = binary.AppendUvarint(append(buf, 'o'), uint64(n))
+	ok := true
+	o.Until(func(k, v *ast.Term) bool {
+		if skip != nil && k.Equal(skip) {
+			return false
+		}
+		if buf, ok = appendValue(buf, k.Value); ok {
+			buf, ok = appendValue(buf, v.Value)
+		}
+		return !ok
+	})
+	return buf, ok
+}
+
+// appendList is a list of strings, nil and empty told apart.
+func appendList(buf []byte, list []string) []byte {
+	if list == nil {
+		return append(buf, 'n')
+	}
+	buf = binary.AppendUvarint(append(buf, 'a'), uint64(len(list)))
+	for _, s := range list {
+		buf = appendString(buf, s)
+	}
+	return buf
+}
+
+func appendBool(buf []byte, b bool) []byte {
+	if b {
+		return append(buf, 't')
+	}
+	return append(buf, 'f')
 }
 
 func appendString(buf []byte, s string) []byte {

@@ -77,7 +77,7 @@ func TestPlainPathsDecideAlike(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !snap.plainPaths {
+	if !snap.embedded {
 		t.Fatal("the embedded library does not key plain paths alike: the test proves nothing")
 	}
 	paths := []any{"src/a.go", "src/b.go", "src/deep/c.go", "./src/a.go", "src/../src/b.go", root + "/src/a.go", "in/a.go", "in/deep",
@@ -134,14 +134,11 @@ func TestPlainPathsDecideAlike(t *testing.T) {
 	ctx := context.Background()
 	for _, req := range reqs {
 		id := AgentID(req.GetAgentId())
-		in, err := buildInput(ctx, snap, id, snap.agents[id], req, false)
+		f, err := gather(ctx, snap, id, snap.agents[id], req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		key, ok := snap.key(id, snap.agents[id], in)
-		if !ok {
-			t.Fatalf("%s %v: no key", req.ToolName, req.Args)
-		}
+		key := snap.key(f)
 		resp, err := snap.Decide(ctx, req, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -191,20 +188,58 @@ func TestReplacedLibraryKeysEveryPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.plainPaths {
+	if snap.embedded {
 		t.Fatal("a changed library module still keys plain paths alike")
 	}
 	keyOf := func(path string) memoKey {
 		req := &pb.DecideRequest{AgentId: "scoped", ToolName: "Read", Args: structOf(t, map[string]any{"file_path": path})}
-		in, err := buildInput(context.Background(), snap, "scoped", snap.agents["scoped"], req, false)
+		f, err := gather(context.Background(), snap, "scoped", snap.agents["scoped"], req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, _ := snap.key("scoped", snap.agents["scoped"], in)
-		return k
+		return snap.key(f)
 	}
 	if keyOf("src/a.go") == keyOf("src/b.go") {
 		t.Error("two paths share a key under a replaced library")
+	}
+}
+
+// The memo key encodes every field an input can have: a field it did not
+// know would be left out of the key, and calls that differ in it would
+// share one answer.
+func TestKeyKnowsEveryInputField(t *testing.T) {
+	root, bs := quietTree(t)
+	snap, err := NewSnapshot(context.Background(), bs, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, f := range keyedFields {
+		known[f] = true
+	}
+	for _, req := range []*pb.DecideRequest{
+		{AgentId: "scoped", ToolName: "Read", Args: structOf(t, map[string]any{"file_path": "src/a.go"}), Env: map[string]string{"A": "b"}, SessionId: "s"},
+		{AgentId: "scoped", ToolName: "Bash", Args: structOf(t, map[string]any{"command": "ls"}), Server: "x", Category: pb.Category_CATEGORY_ASK},
+		{AgentId: "nobody", ToolName: "Grep", Args: structOf(t, map[string]any{"pattern": "x", "glob": "*.go"}),
+			ExecutionPolicy: &pb.ExecutionPolicy{Cwd: root, ReadPaths: &pb.PathList{Paths: []string{root}}, Network: "none"}},
+		{AgentId: "open", ToolName: "mcp__a__b"},
+	} {
+		for _, whole := range []bool{false, true} {
+			in, err := buildInput(context.Background(), snap, AgentID(req.AgentId), snap.agents[req.AgentId], req, whole)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range in.(ast.Object).Keys() {
+				if name := string(k.Value.(ast.String)); !known[name] {
+					t.Errorf("%s: the input's field %q is not one the memo key encodes", req.ToolName, name)
+				}
+			}
+		}
+	}
+	for _, f := range snap.memoFields {
+		if !known[f] {
+			t.Errorf("the library reads input.%s, which the memo key does not encode", f)
+		}
 	}
 }
 

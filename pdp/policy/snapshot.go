@@ -81,7 +81,7 @@ type Snapshot struct {
 	// says why decisions may not be memoized, "" when they may.
 	memoFields []string
 	argsUnread bool // no module reads input.args (known only when memoOff is "")
-	plainPaths bool // the embedded library decides: plain paths key alike
+	embedded   bool // the library as embedded decides: quiet paths and commands key alike
 	memoOff    string
 }
 
