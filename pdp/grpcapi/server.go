@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -121,6 +122,10 @@ func New(engine *pdp.Engine, cfg Config) (*grpc.Server, *Server, error) {
 		// Streams per connection, and buffers per connection, bounded: the
 		// listeners bound the connections (server.MaxConnections).
 		grpc.MaxConcurrentStreams(MaxStreamsPerConn),
+		// Calls run on goroutines kept between calls: a new goroutine per
+		// call grows its stack to a decision's depth every time (a tenth
+		// of a Decide's cost). When all are busy a call gets a new one.
+		grpc.NumStreamWorkers(uint32(max(8, 4*runtime.GOMAXPROCS(0)))),
 		grpc.ReadBufferSize(16 << 10),
 		grpc.WriteBufferSize(16 << 10),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
