@@ -327,6 +327,7 @@ func TestFloodOfNewSessionsKeepsHalts(t *testing.T) {
 	}
 	const calls = 134_000
 	var sent, failed atomic.Int64
+	var firstErr atomic.Value
 	deadline := time.Now().Add(90 * time.Second)
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -334,8 +335,10 @@ func TestFloodOfNewSessionsKeepsHalts(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < calls && time.Now().Before(deadline); i += 8 {
+				start := time.Now()
 				if _, err := decide("a", fmt.Sprint("fresh-", i), "Read"); err != nil {
 					failed.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("call %d after %s: %v", i, time.Since(start), err))
 				}
 				sent.Add(1)
 			}
@@ -343,7 +346,7 @@ func TestFloodOfNewSessionsKeepsHalts(t *testing.T) {
 	}
 	wg.Wait()
 	if n := sent.Load(); n < 20_000 || failed.Load() > 0 {
-		t.Fatalf("%d calls sent, %d failed: too few to flood the bound ten times", n, failed.Load())
+		t.Fatalf("%d calls sent, %d failed (first: %v): too few to flood the bound ten times\n%s", n, failed.Load(), firstErr.Load(), r.p.stderr.String())
 	}
 	t.Logf("%d calls under fresh session ids", sent.Load())
 	resp, err := decide("a", "halted", "rm")
