@@ -92,15 +92,16 @@ type Config struct {
 // Engine is one decision point: the policy in force, the session state,
 // and the decision log. It pins, evaluates, records and logs each call.
 type Engine struct {
-	current atomic.Pointer[active]
-	sources *bundles.Sources
-	state   *state
-	dlog    *decisionlog.Log
-	log     *slog.Logger
-	cfg     Config
-	metrics *metrics
-	memo    *prometheus.CounterVec // decision cache lookups by result
-	asks    askListeners
+	current           atomic.Pointer[active]
+	sources           *bundles.Sources
+	state             *state
+	dlog              *decisionlog.Log
+	log               *slog.Logger
+	cfg               Config
+	metrics           *metrics
+	memo              *prometheus.CounterVec // decision cache lookups by result
+	memoHit, memoMiss prometheus.Counter
+	asks              askListeners
 
 	loadMu sync.Mutex // serialises loads; guards onSwap
 	onSwap []func(*policy.Snapshot)
@@ -137,6 +138,7 @@ func New(c Config) (*Engine, error) {
 			Help: "Decisions looked up in the per-snapshot decision cache, by result: hit or miss. Uncacheable calls and policies are not counted.",
 		}, []string{"result"}),
 	}
+	e.memoHit, e.memoMiss = e.memo.WithLabelValues("hit"), e.memo.WithLabelValues("miss")
 	e.OnStateHealth(func(up bool) {
 		if up {
 			e.log.Info("the session state store answers again")
@@ -385,9 +387,9 @@ func (e *Engine) evaluate(ctx context.Context, a *active, agentID string, agent,
 	resp, hit, err := snap.DecideMemo(ctx, req, agent, a.memo)
 	if a.memo != nil {
 		if hit {
-			e.memo.WithLabelValues("hit").Inc()
+			e.memoHit.Inc()
 		} else {
-			e.memo.WithLabelValues("miss").Inc()
+			e.memoMiss.Inc()
 		}
 	}
 	if err != nil {

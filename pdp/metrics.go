@@ -1,7 +1,6 @@
 package pdp
 
 import (
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,7 +64,7 @@ func (m *metrics) loaded(snap *policy.Snapshot, now time.Time) {
 // decided records one answer and how long it took.
 func (m *metrics) decided(resp *pb.DecideResponse, took time.Duration) {
 	m.duration.Observe(took.Seconds())
-	m.decisions.WithLabelValues(strings.ToLower(strings.TrimPrefix(resp.GetDecision().String(), "DECISION_")), decidingAxis(resp)).Inc()
+	m.decisions.WithLabelValues(policy.EffectName(resp.GetDecision()), decidingAxis(resp)).Inc()
 }
 
 // decidingAxis is the axis of the first reason whose effect is the
