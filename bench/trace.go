@@ -41,6 +41,7 @@ type traceReport struct {
 		P99MsAtHalfCapacity float64 `json:"p99_ms_at_half_capacity"`
 	} `json:"grpc"`
 	OPARestFairRPS float64 `json:"opa_rest_fair_rps"`
+	CerbosRPS      float64 `json:"cerbos_rps,omitempty"`
 }
 
 // traceRun replays every request of a decision-test file (its agents as
@@ -205,6 +206,15 @@ func traceRun(work, bin string) error {
 	rep.OPARestFairRPS = opa.throughput
 	fmt.Fprintf(out, "OPA REST, fair mode, %d in flight: %.0f req/s (all %d decisions agree with toolpdp's): Decide/OPA %.2fx\n",
 		*concurrency, opa.throughput, len(bodies), rep.GRPC.DecideRPS/opa.throughput)
+
+	// Cerbos, where it builds here: the permission axis alone.
+	if rps, err := cerbosRun(out, filepath.Join(work, "cerbos"), f.Agents, snap, reqs); err != nil {
+		fmt.Fprintf(out, "Cerbos: not measured: %v\n", err)
+	} else {
+		rep.CerbosRPS = rps
+		fmt.Fprintf(out, "Cerbos (permission axis only), HTTP, %d in flight: %.0f req/s (all %d decisions agree with toolpdp's permission axis): Decide/Cerbos %.2fx\n",
+			*concurrency, rps, len(reqs), rep.GRPC.DecideRPS/rps)
+	}
 	if *jsonOut {
 		j, err := json.Marshal(rep)
 		if err != nil {
