@@ -187,22 +187,8 @@ func startCerbos(dir string) (string, func(), error) {
 	}
 	cmd := exec.Command(strings.TrimSpace(string(out)), "server", "--config", filepath.Join(dir, "cerbos.yaml"), "--log-level", "error")
 	cmd.Env = append(os.Environ(), "CERBOS_NO_TELEMETRY=1")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	stop := func() { cmd.Process.Kill(); cmd.Wait() }
-	for range 400 {
-		if resp, err := http.Get("http://" + addr + "/_cerbos/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return "http://" + addr + "/api/check/resources", stop, nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stop()
-	return "", nil, fmt.Errorf("Cerbos never became healthy on %s", addr)
+	stop, err := startHealthy(cmd, "Cerbos", "http://"+addr+"/_cerbos/health", 20*time.Second)
+	return "http://" + addr + "/api/check/resources", stop, err
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {

@@ -307,22 +307,28 @@ func startOPA(bundle, fair string) (string, func(), error) {
 	addr := freeAddr()
 	cmd := exec.Command(strings.TrimSpace(string(out)), "run", "--server", "--addr", addr, "--log-level", "error",
 		"--bundle", "rego/library", "--bundle", bundle, "--bundle", fair)
+	stop, err := startHealthy(cmd, "OPA", "http://"+addr+"/health?bundles", 10*time.Second)
+	return "http://" + addr + "/v1/data/toolpdp/decision/result", stop, err
+}
+
+// startHealthy starts cmd and waits, up to wait, for health to answer 200;
+// the function that stops it, or why it did not become healthy.
+func startHealthy(cmd *exec.Cmd, name, health string, wait time.Duration) (func(), error) {
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	stop := func() { cmd.Process.Kill(); cmd.Wait() }
-	for range 200 {
-		if resp, err := http.Get("http://" + addr + "/health?bundles"); err == nil {
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get(health); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return "http://" + addr + "/v1/data/toolpdp/decision/result", stop, nil
+				return stop, nil
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	stop()
-	return "", nil, fmt.Errorf("OPA never became healthy on %s", addr)
+	return nil, fmt.Errorf("%s never became healthy (%s)", name, health)
 }
 
 // opaInput is {"input": ...}: exactly the document toolpdp evaluates (full);
