@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -58,6 +59,20 @@ func (r *Resolver) linkFree(p string) (string, bool) {
 	if r.walkedThrough(p) {
 		return filepath.Clean(p), true
 	}
+	if !hasDotDot(p) {
+		// Under a directory walked in this decision only the last segment
+		// is left to prove: one lstat, which opens nothing.
+		clean := filepath.Clean(p)
+		if dir := filepath.Dir(clean); dir != clean && r.walkedThrough(dir) {
+			switch link, err := isLink(clean); {
+			case err == nil && !link:
+				r.walked = append(r.walked, clean)
+				return clean, true
+			case errors.Is(err, fs.ErrNotExist):
+				return clean, true
+			}
+		}
+	}
 	switch err := noLinks(p); {
 	case err == nil:
 		r.walked = append(r.walked, p)
@@ -93,6 +108,15 @@ func (r *Resolver) walkedThrough(p string) bool {
 // length bound, not ~ and not a URL.
 func plainName(p string) bool {
 	return p != "" && strings.IndexByte(p, 0) < 0 && len(p) <= MaxPathBytes && !strings.HasPrefix(p, "~") && !IsURL(p)
+}
+
+// isLink is an lstat of p: whether its last segment is a symlink.
+func isLink(p string) (bool, error) {
+	info, err := os.Lstat(p)
+	if err != nil {
+		return false, err
+	}
+	return info.Mode()&fs.ModeSymlink != 0, nil
 }
 
 // LinkFree reports that the kernel walked the absolute path p to an
