@@ -17,3 +17,12 @@ func noLinks(p string) error {
 	}
 	return unix.Close(fd)
 }
+
+// isLink is an lstat of p: whether its last segment is a symlink.
+func isLink(p string) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return false, err
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFLNK, nil
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -108,15 +107,6 @@ func (r *Resolver) walkedThrough(p string) bool {
 // length bound, not ~ and not a URL.
 func plainName(p string) bool {
 	return p != "" && strings.IndexByte(p, 0) < 0 && len(p) <= MaxPathBytes && !strings.HasPrefix(p, "~") && !IsURL(p)
-}
-
-// isLink is an lstat of p: whether its last segment is a symlink.
-func isLink(p string) (bool, error) {
-	info, err := os.Lstat(p)
-	if err != nil {
-		return false, err
-	}
-	return info.Mode()&fs.ModeSymlink != 0, nil
 }
 
 // LinkFree reports that the kernel walked the absolute path p to an
