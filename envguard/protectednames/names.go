@@ -176,10 +176,11 @@ func (s *Set) Match(p string) (string, bool) {
 	if s.Empty() || p == "" {
 		return "", false
 	}
-	segs := split(p)
-	keys := make([]string, len(segs))
-	for i, seg := range segs {
-		keys[i] = Key(seg)
+	var segBuf, keyBuf [16]string // most paths: no allocation for the lists
+	segs := splitInto(segBuf[:0], p)
+	keys := keyBuf[:0]
+	for _, seg := range segs {
+		keys = append(keys, Key(seg))
 	}
 	abs := strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`)
 	for _, e := range s.names {
@@ -212,13 +213,22 @@ func (e *entry) matchesAt(segs, keys []string, at int) bool {
 
 // split is p's segments, "/" and "\" both separating, empty ones and "."
 // dropped.
-func split(p string) []string {
-	fields := strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' })
-	out := fields[:0]
-	for _, f := range fields {
-		if f != "." {
+func split(p string) []string { return splitInto(nil, p) }
+
+// splitInto is split appending to out.
+func splitInto(out []string, p string) []string {
+	for len(p) > 0 {
+		i := strings.IndexAny(p, `/\`)
+		if i < 0 {
+			i = len(p)
+		}
+		if f := p[:i]; f != "" && f != "." {
 			out = append(out, f)
 		}
+		if i == len(p) {
+			break
+		}
+		p = p[i+1:]
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package protectednames
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -202,4 +203,22 @@ func BenchmarkMatchUnicode(b *testing.B) {
 	for b.Loop() {
 		library.Match("/home/usér/projet/src/.gi\u200ct/config")
 	}
+}
+
+// split is strings.FieldsFunc at / and \ with "." segments dropped.
+func FuzzSplit(f *testing.F) {
+	for _, s := range []string{"", "/", "//a//b/", `a\b/c`, "./a/./b/.", "..", "é/\xff/x", `\\server\share`, "a/.git/./config"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		var want []string
+		for _, s := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }) {
+			if s != "." {
+				want = append(want, s)
+			}
+		}
+		if got := split(p); !slices.Equal(got, want) {
+			t.Fatalf("split(%q) = %q, want %q", p, got, want)
+		}
+	})
 }
