@@ -20,9 +20,10 @@ import (
 // policy reads: the snapshot works out which fields those are when it loads
 // (every reference to input in every compiled module), and a memo keys a
 // decision by the pinned definition's identity and a SHA-256 of exactly
-// those fields of the built input. The input is built first, so a file
-// tool's key holds its paths as resolved now (symlinks may change between
-// calls) and a shell tool's key the analysis of its command as parsed now.
+// those fields of the input, encoded from the facts it is built from. The
+// facts come first, so a file tool's key holds its paths as resolved now
+// (symlinks may change between calls) and a shell tool's key the analysis
+// of its command as parsed now.
 //
 // A snapshot memoizes nothing when any module
 //   - calls or names a non-deterministic builtin (time.now_ns, rand.intn,
@@ -38,7 +39,9 @@ import (
 // fire on a path that is invalid, protected, outside its scope or
 // unresolved where a scope applies, so every other path decides alike
 // whatever its name (quietPath;
-// TestPlainPathsDecideAlike holds the library to it). Reading src/a.go and
+// TestPlainPathsDecideAlike holds the library to it; a library rule that
+// reads a path's name or a command's leaves otherwise must change quietPath
+// or appendKey with it). Reading src/a.go and
 // then src/b.go is one decision, not two. Likewise the library reads a
 // command's analysis only through what it matched, could not see, reaches,
 // or sends over the network — never the programs it runs (leaves, there
