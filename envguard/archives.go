@@ -12,7 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -157,12 +156,9 @@ func archiveReaches(ctx context.Context, match func(string) (string, bool), w wo
 		}
 		return "", false
 	}
-	p := w.text
-	if !filepath.IsAbs(p) {
-		if cwd == "" {
-			return "", false
-		}
-		p = filepath.Join(cwd, p)
+	p, ok := fromDir(cwd, w.text)
+	if !ok {
+		return "", false
 	}
 	names, err := list(ctx, p)
 	if errors.Is(err, fs.ErrNotExist) && !written(w) {

@@ -355,7 +355,7 @@ func (a *analyzer) fileOperands(ctx leafCtx, name, canon string, args []word) {
 		w := args[i]
 		if w.kind == pattern && strings.HasPrefix(w.glob, "-") {
 			// --include=.?nv: an option, as bash leaves a glob no file matches
-			w = word{text: unescapeGlob(w.glob), kind: literal}
+			w = word{text: unescape(w.glob), kind: literal}
 		}
 		if canon == "tar" && w.kind == literal {
 			// tar -C DIR: the operands after it are in DIR
@@ -667,7 +667,7 @@ func braceWords(args []word) []word {
 			if hasGlobChar(alt) {
 				out = append(out, word{text: alt, kind: pattern, pattern: w.pattern, glob: alt})
 			} else {
-				out = append(out, word{text: unescapeGlob(alt), kind: literal})
+				out = append(out, word{text: unescape(alt), kind: literal})
 			}
 		}
 	}
@@ -688,22 +688,6 @@ func hasGlobChar(g string) bool {
 		}
 	}
 	return false
-}
-
-// unescapeGlob is a glob without its backslash escapes: the literal it
-// names when it has no glob character.
-func unescapeGlob(g string) string {
-	if !strings.Contains(g, "\\") {
-		return g
-	}
-	var b strings.Builder
-	for i := 0; i < len(g); i++ {
-		if g[i] == '\\' && i+1 < len(g) {
-			i++
-		}
-		b.WriteByte(g[i])
-	}
-	return b.String()
 }
 
 // tarPiped records, for a tar extracting from a pipe fed by a tar that
@@ -1324,17 +1308,12 @@ func treeReaches(ctx context.Context, set *protectednames.Set, u pathUse, cwd st
 				}
 				alt = filepath.Join(cwd, alt)
 			}
-			m, err := filepath.Glob(alt)
-			if err != nil || len(m) > 256 {
+			// as bash globs: tar czf a.tgz * leaves .env and .git out
+			m, ok := bashGlob(alt, dotglob, 256)
+			if !ok {
 				return "", true
 			}
-			pat := strings.Split(filepath.Clean(alt), "/")
-			for _, x := range m {
-				// as bash globs: tar czf a.tgz * leaves .env and .git out
-				if dotglob || !hiddenByBash(pat, strings.Split(x, "/")) {
-					roots = append(roots, x)
-				}
-			}
+			roots = append(roots, m...)
 		}
 	case w.values != nil && !w.globValues:
 		roots = w.values
@@ -1504,12 +1483,9 @@ func linkReaches(ctx context.Context, set *protectednames.Set, w word, cwd strin
 	if w.kind != literal {
 		return "", false
 	}
-	p := w.text
-	if !filepath.IsAbs(p) {
-		if cwd == "" {
-			return "", false
-		}
-		p = filepath.Join(cwd, p)
+	p, ok := fromDir(cwd, w.text)
+	if !ok {
+		return "", false
 	}
 	fi, err := os.Lstat(p)
 	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
@@ -1544,21 +1520,50 @@ func globMatchReaches(ctx context.Context, set *protectednames.Set, glob, cwd st
 		if !filepath.IsAbs(full) {
 			full = filepath.Join(cwd, full)
 		}
-		matches, err := filepath.Glob(full)
-		if err != nil || len(matches) > 1024 {
+		matches, ok := bashGlob(full, dotglob, 1024)
+		if !ok {
 			return "", true
 		}
-		pat := strings.Split(filepath.Clean(full), "/")
 		for _, m := range matches {
-			if !dotglob && hiddenByBash(pat, strings.Split(m, "/")) {
-				continue
-			}
 			if n, ok := linkReaches(ctx, set, word{text: m, kind: literal}, ""); ok {
 				return n, true
 			}
 		}
 	}
 	return "", false
+}
+
+// bashGlob is what bash's pathname expansion makes of the pattern p: its
+// matches, names bash's globbing hides left out unless dotglob; false when
+// p cannot be expanded or matches more than limit names.
+func bashGlob(p string, dotglob bool, limit int) ([]string, bool) {
+	matches, err := filepath.Glob(p)
+	if err != nil || len(matches) > limit {
+		return nil, false
+	}
+	if dotglob {
+		return matches, true
+	}
+	pat := strings.Split(filepath.Clean(p), "/")
+	shown := matches[:0]
+	for _, m := range matches {
+		if !hiddenByBash(pat, strings.Split(m, "/")) {
+			shown = append(shown, m)
+		}
+	}
+	return shown, true
+}
+
+// fromDir is the path p names from the directory dir; false when p is
+// relative and there is no dir.
+func fromDir(dir, p string) (string, bool) {
+	if filepath.IsAbs(p) {
+		return p, true
+	}
+	if dir == "" {
+		return "", false
+	}
+	return filepath.Join(dir, p), true
 }
 
 // hiddenByBash reports a match bash's globbing would not make: a segment
