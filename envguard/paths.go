@@ -43,25 +43,35 @@ func Resolve(cwd, raw string) (string, error) {
 // wrapping ctx's, as soon as ctx is done: a path of many segments and
 // links costs many system calls.
 func ResolveContext(ctx context.Context, cwd, raw string) (string, error) {
+	p, err := absolute(cwd, raw)
+	if err != nil {
+		return "", err
+	}
+	return canonical(ctx, p)
+}
+
+// absolute is raw as an absolute path from cwd, not yet resolved, or why
+// it is not a path that can be resolved.
+func absolute(cwd, raw string) (string, error) {
 	if err := checkPath(raw); err != nil {
 		return "", err
 	}
 	if err := plain(raw); err != nil {
 		return "", err
 	}
-	if !filepath.IsAbs(raw) {
-		if cwd == "" {
-			return "", fmt.Errorf("%w: relative path and no policy cwd", ErrUnresolved)
-		}
-		if err := checkPath(cwd); err != nil {
-			return "", err
-		}
-		if !filepath.IsAbs(cwd) {
-			return "", fmt.Errorf("%w: policy cwd %q is not absolute", ErrUnresolved, cwd)
-		}
-		raw = cwd + "/" + raw
+	if filepath.IsAbs(raw) {
+		return raw, nil
 	}
-	return canonical(ctx, raw)
+	if cwd == "" {
+		return "", fmt.Errorf("%w: relative path and no policy cwd", ErrUnresolved)
+	}
+	if err := checkPath(cwd); err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(cwd) {
+		return "", fmt.Errorf("%w: policy cwd %q is not absolute", ErrUnresolved, cwd)
+	}
+	return cwd + "/" + raw, nil
 }
 
 // plain rejects what a tool or a shell would read as something other than
@@ -116,7 +126,8 @@ func checkPath(p string) error {
 // it is itself, cleaned.
 func canonical(ctx context.Context, path string) (string, error) {
 	if ctx.Err() == nil && len(path) <= MaxPathBytes {
-		if resolved, ok := (&Resolver{}).linkFree(path); ok {
+		var once Resolver // nothing walked yet
+		if resolved, ok := once.linkFree(path); ok {
 			return resolved, nil
 		}
 	}

@@ -33,59 +33,54 @@ func NewResolver(ctx context.Context) *Resolver { return &Resolver{ctx: ctx} }
 func (r *Resolver) Context() context.Context { return r.ctx }
 
 // Resolve is ResolveContext with the resolver's context, in one kernel
-// walk or none where it can.
+// walk or none where it can, else in the walk alone.
 func (r *Resolver) Resolve(cwd, raw string) (string, error) {
-	if r.ctx.Err() == nil && plainName(raw) {
-		p := raw
-		if !filepath.IsAbs(raw) {
-			p = ""
-			if filepath.IsAbs(cwd) && plainName(cwd) {
-				p = cwd + "/" + raw
-			}
-		}
-		if p != "" {
-			if resolved, ok := r.linkFree(p); ok {
-				return resolved, nil
-			}
+	p, err := absolute(cwd, raw)
+	if err != nil {
+		return "", err
+	}
+	if r.ctx.Err() == nil && len(p) <= MaxPathBytes {
+		if resolved, ok := r.linkFree(p); ok {
+			return resolved, nil
 		}
 	}
-	return ResolveContext(r.ctx, cwd, raw)
+	return walk(r.ctx, p)
 }
 
 // linkFree is the absolute path p cleaned when the kernel's walk proves
 // nothing on it is a symlink; ok is false when the walk must decide.
 func (r *Resolver) linkFree(p string) (string, bool) {
+	clean := filepath.Clean(p)
 	if r.walkedThrough(p) {
-		return filepath.Clean(p), true
+		return clean, true
 	}
-	if !hasDotDot(p) {
+	// With no .. in p, nothing after a missing or proven segment can climb
+	// back into one that is not.
+	dotdot := hasDotDot(p)
+	dir := filepath.Dir(clean)
+	if !dotdot && dir != clean && r.walkedThrough(dir) {
 		// Under a directory walked in this decision only the last segment
 		// is left to prove: one lstat, which opens nothing.
-		clean := filepath.Clean(p)
-		if dir := filepath.Dir(clean); dir != clean && r.walkedThrough(dir) {
-			switch link, err := isLink(clean); {
-			case err == nil && !link:
-				r.walked = append(r.walked, clean)
-				return clean, true
-			case errors.Is(err, fs.ErrNotExist):
-				return clean, true
-			}
+		switch link, err := isLink(clean); {
+		case err == nil && !link:
+			r.walked = append(r.walked, clean)
+			return clean, true
+		case errors.Is(err, fs.ErrNotExist):
+			return clean, true
 		}
 	}
 	switch err := noLinks(p); {
 	case err == nil:
 		r.walked = append(r.walked, p)
-		return filepath.Clean(p), true
-	case errors.Is(err, fs.ErrNotExist) && !hasDotDot(p):
-		// Only the last segment missing: it cannot be a link, and nothing
-		// after it can climb back.
-		dir := filepath.Dir(filepath.Clean(p))
+		return clean, true
+	case errors.Is(err, fs.ErrNotExist) && !dotdot:
+		// Only the last segment missing: it cannot be a link.
 		if r.walkedThrough(dir) {
-			return filepath.Clean(p), true
+			return clean, true
 		}
 		if noLinks(dir) == nil {
 			r.walked = append(r.walked, dir)
-			return filepath.Clean(p), true
+			return clean, true
 		}
 	}
 	return "", false
@@ -101,12 +96,6 @@ func (r *Resolver) walkedThrough(p string) bool {
 		}
 	}
 	return false
-}
-
-// plainName is a path the walk would take as written: no NUL, within the
-// length bound, not ~ and not a URL.
-func plainName(p string) bool {
-	return p != "" && strings.IndexByte(p, 0) < 0 && len(p) <= MaxPathBytes && !strings.HasPrefix(p, "~") && !IsURL(p)
 }
 
 // LinkFree reports that the kernel walked the absolute path p to an
