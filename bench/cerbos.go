@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -67,7 +68,7 @@ func cerbosPolicy(agents map[string]json.RawMessage) ([]byte, error) {
 			Condition: map[string]any{"match": map[string]any{"expr": expr}}})
 	}
 	effects := map[string]string{"always_allow": "allow", "always_ask": "ask"}
-	for _, id := range slices.Sorted(mapKeys(agents)) {
+	for _, id := range slices.Sorted(maps.Keys(agents)) {
 		var def agentDef
 		dec := json.NewDecoder(bytes.NewReader(agents[id]))
 		if err := dec.Decode(&def); err != nil {
@@ -189,16 +190,6 @@ func startCerbos(dir string) (string, func(), error) {
 	cmd.Env = append(os.Environ(), "CERBOS_NO_TELEMETRY=1")
 	stop, err := startHealthy(cmd, "Cerbos", "http://"+addr+"/_cerbos/health", 20*time.Second)
 	return "http://" + addr + "/api/check/resources", stop, err
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // cerbosRun writes the trace's policy for Cerbos under dir, starts Cerbos,

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -51,7 +52,7 @@ func guardrailRules(modules map[string]*ast.Module, misnamed map[string]string) 
 	var refs []ast.Ref
 	decides := map[string]bool{} // package -> defines a decision rule
 	fileOf := map[string]string{}
-	for _, path := range slices.Sorted(mapKeys(modules)) {
+	for _, path := range slices.Sorted(maps.Keys(modules)) {
 		m := modules[path]
 		if err := misplacedGuardrail(path, m); err != nil {
 			errs = append(errs, err)
@@ -80,7 +81,7 @@ func guardrailRules(modules map[string]*ast.Module, misnamed map[string]string) 
 			}
 		}
 	}
-	for _, pkg := range slices.Sorted(mapKeys(decides)) {
+	for _, pkg := range slices.Sorted(maps.Keys(decides)) {
 		if !decides[pkg] {
 			errs = append(errs, fmt.Errorf("%s: package %s defines none of deny, violation and ask, so toolpdp would never read it: define one, or move helpers outside data.guardrails", fileOf[pkg], pkg))
 		}
@@ -185,7 +186,7 @@ func checkGuardrailData(data map[string]any, modules map[string]*ast.Module, fil
 		}
 	}
 	var errs []error
-	for _, k := range slices.Sorted(mapKeys(g)) {
+	for _, k := range slices.Sorted(maps.Keys(g)) {
 		if slices.Contains(guardrailDataKeys, k) || packages[k] || strings.HasPrefix(k, "x-") {
 			continue
 		}

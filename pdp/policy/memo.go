@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -151,7 +152,7 @@ func (s *Snapshot) memoPlan() {
 		return
 	}
 	fields := map[string]bool{}
-	for _, path := range slices.Sorted(mapKeys(s.modules)) {
+	for _, path := range slices.Sorted(maps.Keys(s.modules)) {
 		m := s.modules[path]
 		if name := nondeterministicBuiltin(m); name != "" {
 			s.memoOff = fmt.Sprintf("%s uses the non-deterministic builtin %s", path, name)
@@ -166,21 +167,11 @@ func (s *Snapshot) memoPlan() {
 	// identity and the agent id, not by content.
 	delete(fields, "agent")
 	delete(fields, "guardrails")
-	s.memoFields = slices.Sorted(mapKeys(fields))
+	s.memoFields = slices.Sorted(maps.Keys(fields))
 	s.embedded = s.embeddedLibrary()
 	// Nothing reads the call's raw arguments: a decision's input goes
 	// without them (Input and Explain, for people, keep them).
 	s.argsUnread = !fields["args"]
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // nondeterministicBuiltin is the first builtin OPA marks non-deterministic
@@ -262,7 +253,7 @@ func (s *Snapshot) key(f *facts) memoKey {
 		case "env":
 			env := req.GetEnv()
 			buf = binary.AppendUvarint(buf, uint64(len(env)))
-			for _, k := range slices.Sorted(mapKeys(env)) {
+			for _, k := range slices.Sorted(maps.Keys(env)) {
 				buf = appendString(appendString(buf, k), env[k])
 			}
 		case "args":

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -88,7 +89,7 @@ func TestPlainPathsDecideAlike(t *testing.T) {
 		"cat .env", "cat src/.env", "cat secret", "echo x > src/a.go", "echo x > .git/config", "curl -s http://x", "curl -s http://y",
 		"rm -rf build", "rm -rf dist", "git push origin HEAD", "git push", "go test ./...", "go vet ./...", "bash -c \"$X\"", "eval $Y",
 		"if then", "sed -n '1,5p' src/a.go", "sed -n '2,9p' src/b.go", "cat $(echo .env)", "ls src", "ls docs"}
-	tools := slices.Sorted(mapKeys(snap.tables.fileTools))
+	tools := slices.Sorted(maps.Keys(snap.tables.fileTools))
 	var reqs []*pb.DecideRequest
 	for _, agent := range []string{"scoped", "narrow", "open", "nobody"} {
 		for _, tool := range tools {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -321,7 +322,7 @@ func (s *Snapshot) compile(ctx context.Context, b *bundle.Bundle) error {
 // the data (encoding/json sorts its keys).
 func (s *Snapshot) digest(b *bundle.Bundle) error {
 	h := sha256.New()
-	for _, path := range slices.Sorted(mapKeys(s.modules)) {
+	for _, path := range slices.Sorted(maps.Keys(s.modules)) {
 		for _, m := range b.Modules {
 			if m.Path == path {
 				fmt.Fprintf(h, "%d:%s%d:", len(path), path, len(m.Raw))
@@ -631,7 +632,7 @@ func (s *Snapshot) Modules() map[string]*ast.Module { return s.modules }
 func (s *Snapshot) Agent(id string) *Agent { return s.agents[id] }
 
 // AgentIDs are the ids of the snapshot's agent definitions, sorted.
-func (s *Snapshot) AgentIDs() []string { return slices.Sorted(mapKeys(s.agents)) }
+func (s *Snapshot) AgentIDs() []string { return slices.Sorted(maps.Keys(s.agents)) }
 
 // Store is the snapshot's data store.
 func (s *Snapshot) Store() storage.Store { return s.store }
