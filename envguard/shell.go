@@ -60,6 +60,10 @@ type Analysis struct {
 	// Network are the redirects that open /dev/tcp or /dev/udp, as written.
 	Network []string
 
+	// stdinScripts are the literal scripts shells read from a here-string
+	// or here-document: unseen, but searched for secrets.
+	stdinScripts []string
+
 	paths []pathUse // files the command names, for the protected names
 	// dotglob: the script may turn on bash's dotglob, so a glob's * and ?
 	// match names starting with a dot.

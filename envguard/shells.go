@@ -2,6 +2,8 @@ package envguard
 
 import (
 	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 var shellNames = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true,
@@ -206,4 +208,26 @@ func scriptPathUnseen(w word) (string, bool) {
 // command may have written that file (printf 'curl x' > s; bash < s).
 func (a *analyzer) stdinScript(ctx leafCtx, what string) {
 	a.unseen(what, ctx.src)
+	if ctx.stmt == nil {
+		return
+	}
+	for _, r := range ctx.stmt.Redirs {
+		if r.N != nil && r.N.Value != "0" {
+			continue
+		}
+		var body word
+		switch {
+		case r.Op == syntax.WordHdoc && r.Word != nil:
+			body = wordOf(ctx.src, r.Word)
+		case (r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc) && r.Hdoc != nil:
+			body = wordOf(ctx.src, r.Hdoc)
+		default:
+			continue
+		}
+		if body.kind == literal && len(a.out.stdinScripts) < maxUnseen {
+			// Not analysed as a script (it stays unseen), but kept so that
+			// the secrets it carries can be found and masked.
+			a.out.stdinScripts = append(a.out.stdinScripts, body.text)
+		}
+	}
 }

@@ -130,6 +130,10 @@ type Tables struct {
 	// subcommand too (npm run --script-shell X, cargo build --config X).
 	OptionsAnywhere  []string `json:"options_anywhere"`
 	DefaultDirectory []string `json:"default_directory"`
+	// SecretArguments are, by program, the arguments that carry a secret
+	// (mysql -pX, curl -u user:X, aws configure set …_secret_… X): what
+	// shows a command to people masks their values.
+	SecretArguments map[string][]SecretArg `json:"secret_arguments"`
 
 	c *compiled
 }
@@ -221,6 +225,9 @@ type subcommands struct {
 // Validate names the first entry that cannot work, and compiles the
 // tables for the analysis.
 func (t *Tables) Validate() error {
+	if err := t.ValidateSecretArguments(); err != nil {
+		return err
+	}
 	for prog, list := range t.ExecOptions {
 		for i, o := range list {
 			if !strings.HasPrefix(o.Option, "-") && !strings.HasPrefix(o.Option, "+") {

@@ -83,10 +83,16 @@ func (e *Engine) ShowAsk(c session.Call, o askview.Options) *pb.PendingAsk {
 	}
 	resp.DecisionId = c.DecisionID
 	var p decisionlog.BundlePolicy
+	var f decisionlog.SecretFinder
 	if a := e.current.Load(); a != nil {
-		p = a.logPolicy
+		p, f = a.logPolicy, a.snap
 	}
-	args, env := e.dlog.MaskedCall(&req, &resp, p)
+	args, env := e.dlog.MaskedCall(&req, &resp, p, f)
+	// The message and reasons may quote the command: masked as the log masks them.
+	resp.Message = e.dlog.MaskedText(resp.Message, &req, f)
+	for _, r := range resp.Reasons {
+		r.Message = e.dlog.MaskedText(r.Message, &req, f)
+	}
 	if o.Now.IsZero() {
 		o.Now = e.cfg.Now()
 	}

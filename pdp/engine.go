@@ -344,7 +344,7 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 		resp.Reasons = append(resp.Reasons, &pb.Reason{Axis: "session", Rule: "max_consecutive_denials", Effect: pb.Decision_DECISION_DENY, Message: halt})
 		resp.Message = policy.JoinMessages(resp.Message, halt) // the model reads the top-level message, not the reasons
 	}
-	entry := decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, Bundles: a.bundles, EvalNs: evalNs, AgentID: agentID, Policy: a.logPolicy}
+	entry := decisionlog.Entry{Kind: decisionlog.Decision, At: now, Req: req, Resp: resp, Bundles: a.bundles, EvalNs: evalNs, AgentID: agentID, Policy: a.logPolicy, Secrets: a.snap}
 	if e.dlog.Required() && resp.Decision != pb.Decision_DECISION_DENY {
 		if err := e.dlog.RecordRequired(ctx, entry); err != nil {
 			unaudited(resp, err)

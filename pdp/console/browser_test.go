@@ -22,6 +22,10 @@ import (
 
 const secret = "ghp_consoleSECRETconsoleSECRET0123456789"
 
+// commandSecret is a password given to mysql on its command line: no shape
+// of a token, found only by reading the command.
+const commandSecret = "S3cretPassw0rd"
+
 // chromium is Debian's browser, which CI installs; the test does not skip
 // without it.
 func chromium(t *testing.T) string {
@@ -150,6 +154,24 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	if err := chromedp.Run(bctx, chromedp.WaitVisible("#empty", chromedp.ByID)); err != nil {
 		t.Fatalf("the answered ask stays listed: %v", err)
+	}
+
+	// A password a program takes as an argument is masked, the rest of its command readable.
+	cmdArgs, _ := structpb.NewStruct(map[string]any{"command": "env X=1 mysql -uroot -p" + commandSecret + " db"})
+	cmdAsk, err := agent.Decide(ctx, &pb.DecideRequest{AgentId: "asker", SessionId: "s1", ToolName: "Bash", Args: cmdArgs})
+	if err != nil || cmdAsk.Decision != pb.Decision_DECISION_ASK {
+		t.Fatalf("Decide: %v %v", cmdAsk, err)
+	}
+	var cmdShown string
+	if err := chromedp.Run(bctx,
+		chromedp.WaitVisible("#ask-"+cmdAsk.DecisionId, chromedp.ByQuery),
+		chromedp.Text("#ask-"+cmdAsk.DecisionId+" .arguments", &cmdShown, chromedp.ByQuery),
+		chromedp.Text("body", &page, chromedp.ByQuery),
+	); err != nil {
+		t.Fatalf("the command's ask did not appear: %v", err)
+	}
+	if strings.Contains(page, commandSecret) || !strings.Contains(cmdShown, "mysql -uroot -p[REDACTED] db") {
+		t.Fatalf("the command's ask as shown:\n%s", cmdShown)
 	}
 }
 

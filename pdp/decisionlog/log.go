@@ -120,6 +120,7 @@ type Entry struct {
 	Bundles []Bundle           // a decision's bundles
 	EvalNs  int64
 	Policy  BundlePolicy // the bundle's own mask and drop policy; nil: none
+	Secrets SecretFinder // finds a decision's command secrets; nil: none are looked for
 
 	Call       Call                    // the decided call a confirmation or result names
 	Confirm    *pb.ConfirmRequest      // a confirmation
@@ -422,13 +423,14 @@ func (d *Log) lines(e Entry) []map[string]any {
 	for _, b := range e.Bundles {
 		bundles[b.Name] = map[string]any{"revision": b.Revision}
 	}
-	decision := map[string]any{
+	secrets := d.names.commandSecrets(e.Secrets, e.Req)
+	decision := maskSecrets(map[string]any{
 		"type": "decision", "decision_id": e.Resp.GetDecisionId(), "timestamp": ts, "path": DecisionPath,
 		"input":   d.input(e.Req),
 		"result":  d.result(e.Resp),
 		"bundles": bundles,
 		"metrics": map[string]any{"timer_rego_query_eval_ns": e.EvalNs},
-	}
+	}, secrets).(map[string]any)
 	drop, err := applyPolicy(e.Policy, decision)
 	switch {
 	case err != nil:
@@ -440,11 +442,11 @@ func (d *Log) lines(e Entry) []map[string]any {
 	}
 	out := []map[string]any{d.maskEvent(decision)}
 	if e.Resp.GetDecision() == pb.Decision_DECISION_DENY {
-		out = append(out, d.maskEvent(map[string]any{
+		out = append(out, d.maskEvent(maskSecrets(map[string]any{
 			"type": "tool.permission_denied", "timestamp": ts, "decision_id": e.Resp.GetDecisionId(),
 			"agent_id": e.AgentID, "session_id": e.Req.GetSessionId(), "tool_name": e.Req.GetToolName(),
 			"message": e.Resp.GetMessage(), "halt": e.Resp.GetHalt(),
-		}))
+		}, secrets).(map[string]any)))
 	}
 	return out
 }
@@ -540,17 +542,18 @@ var defaultNames = newNameMatcher(DefaultRedact)
 
 // MaskedCall is a call's args and env as a decision line would hold them:
 // masked by name and by shape, then by the bundle's own mask policy p
-// (nil: none), which reads the line as it reads a decision's. A policy
-// that fails masks everything: what it would have hidden is unknown.
-// A nil Log masks by the default names.
-func (d *Log) MaskedCall(req *pb.DecideRequest, resp *pb.DecideResponse, p BundlePolicy) (args, env any) {
+// (nil: none), which reads the line as it reads a decision's, and the
+// command secrets f finds (nil: none). A policy that fails masks
+// everything: what it would have hidden is unknown. A nil Log masks by
+// the default names.
+func (d *Log) MaskedCall(req *pb.DecideRequest, resp *pb.DecideResponse, p BundlePolicy, f SecretFinder) (args, env any) {
 	names := defaultNames
 	if d != nil {
 		names = d.names
 	}
 	in := (&Log{names: names}).input(req)
-	line := map[string]any{"type": "decision", "decision_id": resp.GetDecisionId(), "path": DecisionPath, "input": in,
-		"result": (&Log{names: names}).result(resp)}
+	line := maskSecrets(map[string]any{"type": "decision", "decision_id": resp.GetDecisionId(), "path": DecisionPath, "input": in,
+		"result": (&Log{names: names}).result(resp)}, names.commandSecrets(f, req)).(map[string]any)
 	if _, err := applyPolicy(p, line); err != nil {
 		return Redacted, Redacted
 	}

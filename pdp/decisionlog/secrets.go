@@ -15,7 +15,7 @@ import (
 // shorter entry masks a name having it as a whole word ("pat" masks
 // GITHUB_PAT and pat, not path).
 var DefaultRedact = []string{"token", "secret", "password", "passwd", "passphrase", "pwd", "pass", "credential", "creds", "api_key", "apikey",
-	"private_key", "private", "authorization", "auth", "bearer", "cookie", "session_key", "access_key", "signature", "pat", "key", "webhook"}
+	"private_key", "private", "authorization", "auth", "bearer", "cookie", "session_key", "access_key", "signature", "pat", "key", "webhook", "sshpass"}
 
 // Redacted replaces a masked value in the decision log.
 const Redacted = "[REDACTED]"

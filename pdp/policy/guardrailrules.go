@@ -166,7 +166,7 @@ func misplacedGuardrail(path string, m *ast.Module) error {
 }
 
 // guardrailDataKeys are the keys of data.guardrails the library reads.
-var guardrailDataKeys = []string{"ask_commands", "deny_commands", "network", "protect_vcs_and_agent_config", "protected_paths"}
+var guardrailDataKeys = []string{"ask_commands", "deny_commands", "network", "protect_vcs_and_agent_config", "protected_paths", "secret_arguments"}
 
 // checkGuardrailData refuses a key of data.guardrails that is neither one
 // the library reads, nor the name of a guardrail package (whose data is

@@ -67,7 +67,10 @@ type Snapshot struct {
 	agents    map[string]*Agent
 	tables    tables
 	shellMemo *shellMemo // the analyses of the commands decided on
-	toolNames *lru[string, canonicalTool]
+	// secretTables are the shell tables with the bundles' own
+	// secret_arguments added: what masking reads.
+	secretTables *envguard.Tables
+	toolNames    *lru[string, canonicalTool]
 
 	// guardrails[agent] is data.toolpdp.index.guardrails: handed to every
 	// decision from the newest snapshot, whatever definition a session pinned.
@@ -258,6 +261,9 @@ func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time, opts 
 		return nil, err
 	}
 	if err := checkGuardrailData(merged.Data, parsedModules(merged), func(path ...string) string { return dataFileOf(bs, path...) }); err != nil {
+		return nil, err
+	}
+	if s.secretTables, err = withBundleSecretArguments(lib.tables.shell, merged.Data, func(path ...string) string { return dataFileOf(bs, path...) }); err != nil {
 		return nil, err
 	}
 	if err := s.compile(ctx, merged); err != nil {

@@ -1,0 +1,252 @@
+package envguard
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// SecretArg is one way a program takes a secret on its command line, so
+// that whatever shows the command to people (a decision log, an ask) can
+// mask the value and keep the rest readable.
+type SecretArg struct {
+	// Subcommand are words that must all appear, in order, among the
+	// program's words for the entry to apply (docker login -p; docker run
+	// -p is a port).
+	Subcommand []string `json:"subcommand,omitempty"`
+	// Option is the option whose value is secret: "-p" takes a value
+	// attached (-pX) or the next word, "--password" "--password=X" or the
+	// next word.
+	Option string `json:"option,omitempty"`
+	// Attached: only a value attached to the option is a value (mysql -pX;
+	// mysql -p alone prompts and the next word is the database).
+	Attached bool `json:"attached_only,omitempty"`
+	// After: only the part of the value after this separator is secret
+	// (curl -u user:PASSWORD, smbclient -U user%PASSWORD); a value
+	// without it holds none.
+	After string `json:"after,omitempty"`
+	// Prefix: only a value starting with it holds a secret, the part after
+	// it (openssl -passin pass:X; env:VAR and file:PATH are not secrets).
+	Prefix string `json:"prefix,omitempty"`
+	// OperandAfterName: the operand after an operand that names a secret
+	// (aws configure set aws_secret_access_key VALUE, git config
+	// user.password VALUE) — a name the caller's predicate calls secret, or
+	// one starting with one of Names.
+	OperandAfterName bool     `json:"operand_after_name,omitempty"`
+	Names            []string `json:"names,omitempty"`
+	// LastOperandWith: with this short option among the options (alone or
+	// grouped, htpasswd -bc), the last operand is secret.
+	LastOperandWith string `json:"last_operand_with,omitempty"`
+}
+
+// WithSecretArguments is a copy of t whose secret_arguments are these,
+// sharing t's compiled tables.
+func (t *Tables) WithSecretArguments(args map[string][]SecretArg) *Tables {
+	c := *t
+	c.SecretArguments = args
+	return &c
+}
+
+// ValidateSecretArguments checks the secret_arguments entries.
+func (t *Tables) ValidateSecretArguments() error {
+	for _, prog := range slices.Sorted(maps.Keys(t.SecretArguments)) {
+		for i, e := range t.SecretArguments[prog] {
+			if err := e.validate(); err != nil {
+				return fmt.Errorf("secret_arguments[%q][%d]: %w", prog, i, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s SecretArg) validate() error {
+	kinds := 0
+	for _, set := range []bool{s.Option != "", s.OperandAfterName, s.LastOperandWith != ""} {
+		if set {
+			kinds++
+		}
+	}
+	switch {
+	case kinds != 1:
+		return fmt.Errorf("want exactly one of option, operand_after_name, last_operand_with")
+	case s.Option != "" && !strings.HasPrefix(s.Option, "-"):
+		return fmt.Errorf("option: %q is not an option (it starts with -)", s.Option)
+	case s.LastOperandWith != "" && (len(s.LastOperandWith) != 2 || s.LastOperandWith[0] != '-' || s.LastOperandWith[1] == '-'):
+		return fmt.Errorf("last_operand_with: %q is not a short option like \"-b\"", s.LastOperandWith)
+	case s.Option == "" && (s.Attached || s.After != "" || s.Prefix != ""):
+		return fmt.Errorf("attached_only, after and prefix apply to an option's value only")
+	case !s.OperandAfterName && len(s.Names) > 0:
+		return fmt.Errorf("names applies to operand_after_name only")
+	}
+	return nil
+}
+
+// Secrets are the literal values of the analysed command's programs that
+// the secret_arguments table calls secret, and those of assignments before
+// a program (PGPASSWORD=… psql) whose name secretName calls secret. Words
+// known only at run time are not values: there is nothing literal to mask.
+// The leaves include wrapped commands and the scripts given to shells, so a
+// secret is found through env, timeout, sshpass and bash -c alike.
+func (t *Tables) Secrets(ctx context.Context, a *Analysis, secretName func(string) bool) []string {
+	return t.secrets(ctx, a, secretName, 0)
+}
+
+// maxSecretScriptDepth bounds the here-string scripts searched inside
+// here-string scripts.
+const maxSecretScriptDepth = 4
+
+func (t *Tables) secrets(ctx context.Context, a *Analysis, secretName func(string) bool, depth int) []string {
+	if a == nil {
+		return nil
+	}
+	var out []string
+	if depth < maxSecretScriptDepth {
+		for _, script := range a.stdinScripts {
+			if inner, err := t.Analyze(ctx, script); err == nil {
+				out = append(out, t.secrets(ctx, inner, secretName, depth+1)...)
+			}
+		}
+	}
+	add := func(v string) {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	for _, l := range a.Leaves {
+		for _, as := range l.Assigns {
+			if name, v, ok := strings.Cut(as, "="); ok && secretName != nil && secretName(name) {
+				add(v)
+			}
+		}
+		for _, e := range t.secretArgs(l.Name) {
+			e.values(l.Argv, secretName, add)
+		}
+	}
+	return out
+}
+
+// secretArgs are the table's entries for a program, by name, alias or
+// version suffix (mysql8.0, python3.12).
+func (t *Tables) secretArgs(name string) []SecretArg {
+	if e, ok := t.SecretArguments[name]; ok {
+		return e
+	}
+	if alias, ok := t.ProgramAliases[name]; ok {
+		return t.SecretArguments[alias]
+	}
+	for prog, e := range t.SecretArguments {
+		if sameProgram(name, prog) {
+			return e
+		}
+	}
+	return nil
+}
+
+// values calls add with each secret value this entry finds in argv.
+func (s SecretArg) values(argv []string, secretName func(string) bool, add func(string)) {
+	if len(argv) < 2 || !hasInOrder(argv[1:], s.Subcommand) {
+		return
+	}
+	args := argv[1:]
+	var operands []string
+	grouped := false
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if w == "--" {
+			operands = append(operands, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(w, "-") || w == "-" {
+			operands = append(operands, w)
+			continue
+		}
+		if s.LastOperandWith != "" && !strings.HasPrefix(w, "--") && strings.ContainsRune(w[1:], rune(s.LastOperandWith[1])) {
+			grouped = true
+		}
+		if s.Option == "" {
+			continue
+		}
+		if v, ok := s.optionValue(w, args, i); ok {
+			if v.next {
+				i++
+			}
+			add(s.secretPart(v.text))
+		}
+	}
+	switch {
+	case s.LastOperandWith != "" && grouped && len(operands) > 0:
+		add(operands[len(operands)-1])
+	case s.OperandAfterName:
+		for i := 0; i+1 < len(operands); i++ {
+			if s.namesSecret(operands[i], secretName) {
+				add(operands[i+1])
+			}
+		}
+	}
+}
+
+type optValue struct {
+	text string
+	next bool // the value is the next word
+}
+
+// optionValue is the value of Option in word w (args[i]), if w is it.
+func (s SecretArg) optionValue(w string, args []string, i int) (optValue, bool) {
+	o := s.Option
+	long := strings.HasPrefix(o, "--")
+	switch {
+	case w == o:
+		if s.Attached || i+1 >= len(args) {
+			return optValue{}, false
+		}
+		return optValue{text: args[i+1], next: true}, true
+	case long && strings.HasPrefix(w, o+"="):
+		return optValue{text: w[len(o)+1:]}, true
+	case !long && len(o) == 2 && !strings.HasPrefix(w, "--") && strings.HasPrefix(w, o) && len(w) > 2:
+		return optValue{text: w[2:]}, true
+	}
+	return optValue{}, false
+}
+
+// secretPart is the part of an option's value that is secret.
+func (s SecretArg) secretPart(v string) string {
+	if s.Prefix != "" {
+		rest, ok := strings.CutPrefix(v, s.Prefix)
+		if !ok {
+			return ""
+		}
+		v = rest
+	}
+	if s.After != "" {
+		_, rest, ok := strings.Cut(v, s.After)
+		if !ok {
+			return ""
+		}
+		v = rest
+	}
+	return v
+}
+
+func (s SecretArg) namesSecret(name string, secretName func(string) bool) bool {
+	for _, p := range s.Names {
+		if strings.HasPrefix(strings.ToLower(name), strings.ToLower(p)) {
+			return true
+		}
+	}
+	return secretName != nil && secretName(name)
+}
+
+// hasInOrder reports whether words holds each of want, in order.
+func hasInOrder(words, want []string) bool {
+	for _, w := range words {
+		if len(want) == 0 {
+			return true
+		}
+		if w == want[0] {
+			want = want[1:]
+		}
+	}
+	return len(want) == 0
+}
