@@ -11,6 +11,18 @@ func (a *analyzer) builtin(ctx leafCtx, name string, args []word, depth int) err
 	switch name {
 	case "eval":
 		a.unseen("eval", ctx.src)
+		// Not analysed (it stays unseen), but searched for secrets.
+		var text []string
+		for _, w := range args {
+			if w.kind != literal {
+				text = nil
+				break
+			}
+			text = append(text, w.text)
+		}
+		if len(text) > 0 && len(a.out.secretScripts) < maxUnseen {
+			a.out.secretScripts = append(a.out.secretScripts, strings.Join(text, " "))
+		}
 	case "set":
 		a.setOptions(ctx, args)
 	case "shopt":

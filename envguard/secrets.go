@@ -39,6 +39,9 @@ type SecretArg struct {
 	// LastOperandWith: with this short option among the options (alone or
 	// grouped, htpasswd -bc), the last operand is secret.
 	LastOperandWith string `json:"last_operand_with,omitempty"`
+	// LastOperand: the last operand is secret (rabbitmqctl add_user USER
+	// PASSWORD, with its subcommand).
+	LastOperand bool `json:"last_operand,omitempty"`
 }
 
 // WithSecretArguments is a copy of t whose secret_arguments are these,
@@ -63,14 +66,14 @@ func (t *Tables) ValidateSecretArguments() error {
 
 func (s SecretArg) validate() error {
 	kinds := 0
-	for _, set := range []bool{s.Option != "", s.OperandAfterName, s.LastOperandWith != ""} {
+	for _, set := range []bool{s.Option != "", s.OperandAfterName, s.LastOperandWith != "", s.LastOperand} {
 		if set {
 			kinds++
 		}
 	}
 	switch {
 	case kinds != 1:
-		return fmt.Errorf("want exactly one of option, operand_after_name, last_operand_with")
+		return fmt.Errorf("want exactly one of option, operand_after_name, last_operand_with, last_operand")
 	case s.Option != "" && !strings.HasPrefix(s.Option, "-"):
 		return fmt.Errorf("option: %q is not an option (it starts with -)", s.Option)
 	case s.LastOperandWith != "" && (len(s.LastOperandWith) != 2 || s.LastOperandWith[0] != '-' || s.LastOperandWith[1] == '-'):
@@ -103,7 +106,7 @@ func (t *Tables) secrets(ctx context.Context, a *Analysis, secretName func(strin
 	}
 	var out []string
 	if depth < maxSecretScriptDepth {
-		for _, script := range a.stdinScripts {
+		for _, script := range a.secretScripts {
 			if inner, err := t.Analyze(ctx, script); err == nil {
 				out = append(out, t.secrets(ctx, inner, secretName, depth+1)...)
 			}
@@ -121,7 +124,12 @@ func (t *Tables) secrets(ctx context.Context, a *Analysis, secretName func(strin
 			}
 		}
 		for _, e := range t.secretArgs(l.Name) {
+			// The words as bash reads them, and as written: a value
+			// written in parts (-p"pw"x) is masked as it appears.
 			e.values(l.Argv, secretName, add)
+			if len(l.Source) == len(l.Argv) {
+				e.values(l.Source, secretName, add)
+			}
 		}
 	}
 	return out
@@ -151,7 +159,7 @@ func (s SecretArg) values(argv []string, secretName func(string) bool, add func(
 	}
 	args := argv[1:]
 	var operands []string
-	grouped := false
+	withFlag := false
 	for i := 0; i < len(args); i++ {
 		w := args[i]
 		if w == "--" {
@@ -163,7 +171,7 @@ func (s SecretArg) values(argv []string, secretName func(string) bool, add func(
 			continue
 		}
 		if s.LastOperandWith != "" && !strings.HasPrefix(w, "--") && strings.ContainsRune(w[1:], rune(s.LastOperandWith[1])) {
-			grouped = true
+			withFlag = true
 		}
 		if s.Option == "" {
 			continue
@@ -176,7 +184,7 @@ func (s SecretArg) values(argv []string, secretName func(string) bool, add func(
 		}
 	}
 	switch {
-	case s.LastOperandWith != "" && grouped && len(operands) > 0:
+	case (s.LastOperandWith != "" && withFlag || s.LastOperand) && len(operands) > 0:
 		add(operands[len(operands)-1])
 	case s.OperandAfterName:
 		for i := 0; i+1 < len(operands); i++ {
@@ -206,8 +214,33 @@ func (s SecretArg) optionValue(w string, args []string, i int) (optValue, bool) 
 		return optValue{text: w[len(o)+1:]}, true
 	case !long && len(o) == 2 && !strings.HasPrefix(w, "--") && strings.HasPrefix(w, o) && len(w) > 2:
 		return optValue{text: w[2:]}, true
+	case !long && len(o) == 2 && !strings.HasPrefix(w, "--"):
+		// Grouped after other letters (curl -su user:pw, mysql -vpPW): the
+		// table does not know which of the letters before it take values,
+		// so a group of letters holding it is read as ending in it —
+		// masking too much rather than too little.
+		at := strings.IndexByte(w[1:], o[1]) + 1
+		if at < 2 || !onlyLetters(w[1:at]) {
+			return optValue{}, false
+		}
+		if at+1 < len(w) {
+			return optValue{text: w[at+1:]}, true
+		}
+		if s.Attached || i+1 >= len(args) {
+			return optValue{}, false
+		}
+		return optValue{text: args[i+1], next: true}, true
 	}
 	return optValue{}, false
+}
+
+func onlyLetters(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
 }
 
 // secretPart is the part of an option's value that is secret.
@@ -249,4 +282,40 @@ func hasInOrder(words, want []string) bool {
 		}
 	}
 	return len(want) == 0
+}
+
+// TextSecrets are the secrets of a command that does not parse (a stray
+// quote, an unclosed substitution), read as well as words split at blanks
+// and at the shell's operators allow, each word a possible program (so
+// wrappers need no grammar): the second net where the analysis cannot
+// read the command, erring toward masking.
+func (t *Tables) TextSecrets(cmd string, secretName func(string) bool) []string {
+	var out []string
+	add := func(v string) {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	parts := strings.FieldsFunc(cmd, func(r rune) bool { return strings.ContainsRune(";&|()`\n{}", r) })
+	for _, part := range parts {
+		raw := strings.Fields(part)
+		plain := make([]string, len(raw))
+		for i, w := range raw {
+			plain[i] = strings.NewReplacer(`'`, "", `"`, "", `\`, "").Replace(w)
+			if name, v, ok := strings.Cut(plain[i], "="); ok && secretName != nil && secretName(name) && !strings.HasPrefix(name, "-") {
+				add(v)
+				if _, rv, ok := strings.Cut(raw[i], "="); ok {
+					add(rv)
+				}
+			}
+		}
+		for j := range plain {
+			name := plain[j][strings.LastIndexByte(plain[j], '/')+1:]
+			for _, e := range t.secretArgs(name) {
+				e.values(plain[j:], secretName, add)
+				e.values(raw[j:], secretName, add)
+			}
+		}
+	}
+	return out
 }

@@ -27,6 +27,10 @@ var ErrUncheckable = errors.New("command cannot be checked")
 type Leaf struct {
 	// Argv is the command's words; a word with expansions is kept as written.
 	Argv []string
+	// Source is each word of Argv as written in the script it was read
+	// from (its quotes and escapes kept; the script is a shell string's
+	// own text for the commands inside bash -c).
+	Source []string
 	// Name is argv[0] without its directory: what command rules match.
 	// git-<sub> is named git (its words are git <sub> …).
 	Name string
@@ -60,9 +64,9 @@ type Analysis struct {
 	// Network are the redirects that open /dev/tcp or /dev/udp, as written.
 	Network []string
 
-	// stdinScripts are the literal scripts shells read from a here-string
-	// or here-document: unseen, but searched for secrets.
-	stdinScripts []string
+	// secretScripts are the literal scripts shells read from a here-string
+	// or here-document, and eval's: unseen, but searched for secrets.
+	secretScripts []string
 
 	paths []pathUse // files the command names, for the protected names
 	// dotglob: the script may turn on bash's dotglob, so a glob's * and ?
@@ -542,8 +546,12 @@ func (a *analyzer) leaf(ctx leafCtx, leaf Leaf, words []word, depth int) error {
 		return fmt.Errorf("%w: more than %d commands", ErrUncheckable, MaxLeaves)
 	}
 	leaf.Argv = make([]string, len(words))
+	leaf.Source = make([]string, len(words))
 	for i, w := range words {
-		leaf.Argv[i] = w.text
+		leaf.Argv[i], leaf.Source[i] = w.text, w.src
+		if w.src == "" {
+			leaf.Source[i] = w.text
+		}
 	}
 	prog := words[0]
 	leaf.Dynamic = prog.kind != literal

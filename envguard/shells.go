@@ -224,10 +224,10 @@ func (a *analyzer) stdinScript(ctx leafCtx, what string) {
 		default:
 			continue
 		}
-		if body.kind == literal && len(a.out.stdinScripts) < maxUnseen {
+		if body.kind == literal && len(a.out.secretScripts) < maxUnseen {
 			// Not analysed as a script (it stays unseen), but kept so that
 			// the secrets it carries can be found and masked.
-			a.out.stdinScripts = append(a.out.stdinScripts, body.text)
+			a.out.secretScripts = append(a.out.secretScripts, body.text)
 		}
 	}
 }

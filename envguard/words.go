@@ -12,6 +12,9 @@ import (
 type word struct {
 	text string
 	kind wordKind
+	// src is the word as written in the script it was read from ("" when
+	// it was made, not read): what a person sees of it in the command.
+	src string
 	// pattern is, for a glob or brace word, a regular expression matching
 	// every string it could expand to (compiled when a rule needs it);
 	// glob is the word as a glob, its quoted parts escaped.
@@ -58,6 +61,7 @@ func wordOf(src string, w *syntax.Word) word {
 		return word{kind: opaque}
 	}
 	out := word{text: source(src, w)}
+	out.src = out.text
 	dynamic := false
 	syntax.Walk(w, func(n syntax.Node) bool {
 		switch n.(type) {

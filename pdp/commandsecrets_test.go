@@ -44,6 +44,21 @@ var commandSecrets = []struct{ secret, cmd, kept string }{
 	{"HereStr4", `bash <<< 'redis-cli -a HereStr4 ping'`, "bash <<<"},
 	{"Escaped pw5", `redis-cli -a Escaped\ pw5 ping`, "redis-cli"},
 	{"Sshp4ssEnv", `SSHPASS=Sshp4ssEnv sshpass -e ssh h`, "sshpass -e ssh h"},
+	// Grouped short options, values written in parts, commands that do not
+	// parse, eval, and programs of the table's later rows.
+	{"GroupCurl1", `curl -fsSLu alice:GroupCurl1 https://api.example.com`, "https://api.example.com"},
+	{"GroupMy2", `mysql -vpGroupMy2 db`, "mysql -v"},
+	{"GroupLdap3", `ldapsearch -LLLxw GroupLdap3 -b dc=x`, "-b dc=x"},
+	{"PartsPw4x", `mysql -p"PartsPw4"x db`, "mysql -p"},
+	{"aPartsPw5", `sshpass -p a'PartsPw5' ssh h`, "ssh h"},
+	{"xPartsPw6", `curl -u a:"x"'PartsPw6' https://x.example`, "https://x.example"},
+	{"Unparsed7", `mysql -uroot -pUnparsed7 db '`, "-uroot"},
+	{"Unparsed8", `bash -c 'curl -u a:Unparsed8 https://x.example`, "https://x.example"},
+	{"EvalPw9", `eval 'mysql -pEvalPw9 db'`, "eval"},
+	{"KeygenPw1", `ssh-keygen -q -N KeygenPw1 -f k`, "-f k"},
+	{"RabbitPw2", `rabbitmqctl add_user alice RabbitPw2`, "alice"},
+	{"VaultTok3", `vault login VaultTok3`, "vault login"},
+	{"CertPw4", `curl -E cert.pem:CertPw4 https://x.example`, "cert.pem:"},
 }
 
 // loggedEngine is an engine on the bundle in dir whose decision log is out.
@@ -145,5 +160,65 @@ func TestBundleAddsSecretArguments(t *testing.T) {
 	err = b.Reload(context.Background(), true)
 	if err == nil || !strings.Contains(err.Error(), "guardrails.secret_arguments") || !strings.Contains(err.Error(), "optoin") {
 		t.Errorf("a misspelt entry key: %v, want an error naming guardrails.secret_arguments and the key", err)
+	}
+}
+
+// TestCommandSecretsCutInAMessage: a guardrail's message quotes the command
+// cut short; a cut inside the password leaves nothing of it.
+func TestCommandSecretsCutInAMessage(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{
+		"agents/data.json":     `{"default": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`,
+		"guardrails/data.json": `{"ask_commands": ["mysql"]}`,
+	})
+	e, dlog, out := loggedEngine(t, dir)
+	const pw = "CutS3cretPassw0rd108"
+	// Long enough that the quote is cut somewhere inside the password.
+	var asks []*pb.DecideResponse
+	for pad := 150; pad < 200; pad++ {
+		cmd := `mysql -uroot -e "SELECT ` + strings.Repeat("c", pad) + `" -p` + pw + ` db`
+		asks = append(asks, decide(t, e, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": cmd})}))
+	}
+	shown, _, err := e.ShowPending(context.Background(), "", &pb.ListPendingRequest{PageSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlog.Close()
+	var views strings.Builder
+	for _, a := range shown {
+		views.WriteString(protojson.Format(a))
+	}
+	for where, text := range map[string]string{"decision log": out.String(), "ask view": views.String()} {
+		for k := len(pw); k >= 6; k-- {
+			if strings.Contains(text, pw[:k]) {
+				t.Errorf("the %s holds %q of the password", where, pw[:k])
+				break
+			}
+		}
+	}
+	if len(asks) == 0 || asks[0].Decision != pb.Decision_DECISION_ASK || !strings.Contains(out.String(), "…") {
+		t.Fatalf("want asks whose messages quote the command cut short")
+	}
+}
+
+// TestMaskingKeepsWhatIsNoSecret: options named like a secret that take
+// none, and options of the same letter that mean something else.
+func TestMaskingKeepsWhatIsNoSecret(t *testing.T) {
+	dir := testkit.WriteBundle(t, map[string]string{
+		"agents/data.json": `{"default": {"tools": [{"type": "agent_toolset", "configs": [{"name": "Bash", "permission_policy": {"type": "always_ask"}}]}]}}`,
+	})
+	e, dlog, out := loggedEngine(t, dir)
+	cmds := []string{
+		`docker run -p 8080:80 nginx`, `mysql -u root -p db`, `mysql -P 3306 -h db.example`, `ssh -p 2222 host`,
+		`docker login --password-stdin reg.example.com`, `mysql --skip-password db`, `gpg --passphrase-file pf --batch x`,
+		`aws kms decrypt --key-id alias/x`, `rsync --password-file=/etc/pw src dst`, `mkdir -p a/b`, `git log -p`,
+	}
+	for _, cmd := range cmds {
+		decide(t, e, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": cmd})})
+	}
+	dlog.Close()
+	for _, cmd := range cmds {
+		if !strings.Contains(out.String(), strings.ReplaceAll(cmd, `"`, `\"`)) {
+			t.Errorf("%s: not logged as it is", cmd)
+		}
 	}
 }

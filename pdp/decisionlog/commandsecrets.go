@@ -19,6 +19,9 @@ type SecretFinder interface {
 // (masking every "ab" would make the line unreadable and hide nothing).
 const minSecretLen = 3
 
+// clipMark ends a quote the policy cut short.
+const clipMark = "…"
+
 // commandSecrets are the spellings of req's command secrets to mask,
 // longest first: each value as bash reads it and as it may be written
 // inside the command (backslash-escaped, or inside double quotes).
@@ -73,6 +76,17 @@ func maskSecrets(v any, spellings []string) any {
 		for _, s := range spellings {
 			if strings.Contains(t, s) {
 				t = strings.ReplaceAll(t, s, Redacted)
+			}
+		}
+		if strings.Contains(t, clipMark) {
+			// A message quoting the command may be cut inside a secret: what
+			// is left of it before the cut is masked too.
+			for _, s := range spellings {
+				for k := len(s) - 1; k >= minSecretLen; k-- {
+					if cut := s[:k] + clipMark; strings.Contains(t, cut) {
+						t = strings.ReplaceAll(t, cut, Redacted+clipMark)
+					}
+				}
 			}
 		}
 		return t

@@ -145,6 +145,26 @@ var (
 
 var authSchemes = map[string]bool{"basic": true, "bearer": true, "token": true, "digest": true}
 
+// holdsSecret reports whether a value under a masked name is the secret
+// itself: not when the name is a switch (--skip-password, --no-auth) or
+// names where the secret is (--password-file, --passphrase-fd,
+// --token-stdin, --key-id). A value of --NAME that is the next option is
+// none either.
+func holdsSecret(name string) bool {
+	n := strings.ToLower(name)
+	for _, p := range []string{"skip-", "no-", "without-", "skip_", "no_"} {
+		if strings.HasPrefix(n, p) {
+			return false
+		}
+	}
+	for _, suffix := range []string{"file", "fd", "stdin", "path", "id", "type", "count", "length", "dir", "env", "helper", "format", "size", "mode"} {
+		if strings.HasSuffix(n, "-"+suffix) || strings.HasSuffix(n, "_"+suffix) {
+			return false
+		}
+	}
+	return true
+}
+
 // maskString masks every recognisable secret in s: the shapes above, and
 // values assigned to a masked name.
 func (m nameMatcher) maskString(s string) string {
@@ -161,7 +181,7 @@ func (m nameMatcher) maskString(s string) string {
 		}
 		s = re.ReplaceAllStringFunc(s, func(match string) string {
 			sub := re.FindStringSubmatch(match)
-			if !m.masks(sub[1]) || sub[3] == Redacted || authSchemes[strings.ToLower(sub[3])] {
+			if !m.masks(sub[1]) || sub[3] == Redacted || authSchemes[strings.ToLower(sub[3])] || !holdsSecret(sub[1]) || re == flagValue && strings.HasPrefix(sub[3], "-") {
 				return match // an auth scheme: the authorization-header shape masked what follows
 			}
 			return strings.TrimSuffix(match, sub[3]) + Redacted

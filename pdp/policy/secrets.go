@@ -23,8 +23,8 @@ const secretsTimeout = 100 * time.Millisecond
 // the arguments the secret_arguments table names and the values of
 // assignments before a program whose name secretName calls secret, found
 // in the parsed command (through wrappers and shell scripts), not by
-// patterns over its text. It is nil for any other call, or a command that
-// cannot be analysed (the patterns over the text still mask it).
+// patterns over its text; a command that does not parse is read as plain
+// words instead. It is nil for any other call.
 func (s *Snapshot) CommandSecrets(req *pb.DecideRequest, secretName func(string) bool) []string {
 	if s == nil {
 		return nil
@@ -41,8 +41,11 @@ func (s *Snapshot) CommandSecrets(req *pb.DecideRequest, secretName func(string)
 		if !ok {
 			continue
 		}
-		if a := s.shellMemo.analyze(ctx, v); a.err == nil {
+		switch a := s.shellMemo.analyze(ctx, v); {
+		case a.err == nil:
 			out = append(out, s.secretTables.Secrets(ctx, a.a, secretName)...)
+		case v.GetStringValue() != "":
+			out = append(out, s.secretTables.TextSecrets(v.GetStringValue(), secretName)...)
 		}
 	}
 	return out
