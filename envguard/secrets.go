@@ -130,6 +130,9 @@ func (t *Tables) secrets(ctx context.Context, a *Analysis, secretName func(strin
 			if len(l.Source) == len(l.Argv) {
 				e.values(l.Source, secretName, add)
 			}
+			if len(l.Known) == len(l.Argv) {
+				e.values(l.Known, secretName, add)
+			}
 		}
 	}
 	return out

@@ -55,6 +55,8 @@ func TestSecretsFoundInTheParsedCommand(t *testing.T) {
 		{`bash -c 'curl -u a:BashC3 https://x'`, []string{"BashC3"}, nil},
 		{`bash <<< 'redis-cli -a HereStr4 ping'`, []string{"HereStr4"}, nil},
 		{`sudo -u root mysql -pSudo5`, []string{"Sudo5"}, nil},
+		{`pw=VarPw6; mysql -p"$pw" db`, []string{"VarPw6"}, nil},
+		{`P=VarPw7 && curl -u "a:$P" https://x`, []string{"VarPw7"}, nil},
 	} {
 		a, err := tables.Analyze(context.Background(), c.cmd)
 		if err != nil {

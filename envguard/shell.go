@@ -31,6 +31,10 @@ type Leaf struct {
 	// from (its quotes and escapes kept; the script is a shell string's
 	// own text for the commands inside bash -c).
 	Source []string
+	// Known is each word of Argv with a variable the script gives only
+	// literal values replaced by its value, when it has just one
+	// (pw=x; mysql -p"$pw"): what a secret's value is.
+	Known []string
 	// Name is argv[0] without its directory: what command rules match.
 	// git-<sub> is named git (its words are git <sub> …).
 	Name string
@@ -547,10 +551,14 @@ func (a *analyzer) leaf(ctx leafCtx, leaf Leaf, words []word, depth int) error {
 	}
 	leaf.Argv = make([]string, len(words))
 	leaf.Source = make([]string, len(words))
+	leaf.Known = make([]string, len(words))
 	for i, w := range words {
-		leaf.Argv[i], leaf.Source[i] = w.text, w.src
+		leaf.Argv[i], leaf.Source[i], leaf.Known[i] = w.text, w.src, w.text
 		if w.src == "" {
 			leaf.Source[i] = w.text
+		}
+		if w.kind == opaque && len(w.values) == 1 && !w.globValues {
+			leaf.Known[i] = w.values[0]
 		}
 	}
 	prog := words[0]

@@ -59,6 +59,7 @@ var commandSecrets = []struct{ secret, cmd, kept string }{
 	{"RabbitPw2", `rabbitmqctl add_user alice RabbitPw2`, "alice"},
 	{"VaultTok3", `vault login VaultTok3`, "vault login"},
 	{"CertPw4", `curl -E cert.pem:CertPw4 https://x.example`, "cert.pem:"},
+	{"VarPw6x", `pw=VarPw6x; mysql -p"$pw" db`, "mysql -p"},
 }
 
 // loggedEngine is an engine on the bundle in dir whose decision log is out.
