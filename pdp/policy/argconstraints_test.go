@@ -1,0 +1,127 @@
+package policy
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/toolpdp/toolpdp/pdp/bundles"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+const constrainedAgents = `{
+	"c": {"tools": [
+		{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}},
+		 "configs": [{"name": "WebFetch", "args": {"url": {"type": "string", "pattern": "^https://docs\\.", "x-why": "docs only"}}}]},
+		{"type": "mcp_toolset", "mcp_server_name": "ev", "configs": [{"name": "mcp__ev__echo", "args": {"message": {"maxLength": 10, "required": true}}}]},
+		{"type": "custom", "name": "lookup", "args": {"id": {"pattern": "^[0-9]+$"}}}
+	], "mcp_servers": [{"name": "ev"}]}
+}`
+
+func constrainedSnapshot(t *testing.T) *Snapshot {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "data.json"), []byte(`{"agents": `+constrainedAgents+`}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".manifest"), []byte(`{"roots": ["agents"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bs, err := (&bundles.Sources{Paths: []string{dir}}).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := NewSnapshot(context.Background(), bs, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// The input carries what the call breaks, under the set it may meet: a
+// custom tool's own constraints, or its toolset's, the tool named
+// canonically (bare or in full, under its server or the custom tools' one).
+func TestInputCarriesBrokenConstraints(t *testing.T) {
+	snap := constrainedSnapshot(t)
+	for _, c := range []struct {
+		req  *pb.DecideRequest
+		want string // the input's arguments; "" none
+	}{
+		{&pb.DecideRequest{AgentId: "c", ToolName: "WebFetch", Args: structOf(t, map[string]any{"url": "https://docs.x"})}, `{"toolset": []}`},
+		{&pb.DecideRequest{AgentId: "c", ToolName: "WebFetch", Args: structOf(t, map[string]any{"url": "http://x"})},
+			`{"toolset": [{"arg": "url", "keyword": "pattern", "message": "argument \"url\": does not match pattern \"^https://docs\\\\.\""}]}`},
+		{&pb.DecideRequest{AgentId: "c", ToolName: "echo", Server: "ev"},
+			`{"toolset": [{"arg": "message", "keyword": "required", "message": "argument \"message\": required, and the call does not give it"}]}`},
+		{&pb.DecideRequest{AgentId: "c", ToolName: "mcp__ev__echo", Args: structOf(t, map[string]any{"message": "hi"})}, `{"toolset": []}`},
+		{&pb.DecideRequest{AgentId: "c", ToolName: "mcp__orca__lookup", Args: structOf(t, map[string]any{"id": "7"})}, `{"custom": []}`},
+		{&pb.DecideRequest{AgentId: "c", ToolName: "lookup", Args: structOf(t, map[string]any{"id": "x"})},
+			`{"custom": [{"arg": "id", "keyword": "pattern", "message": "argument \"id\": does not match pattern \"^[0-9]+$\""}]}`},
+		{&pb.DecideRequest{AgentId: "c", ToolName: "Read"}, ""},
+		{&pb.DecideRequest{AgentId: "c", ToolName: "echo"}, ""},
+	} {
+		in, err := snap.Input(c.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := in.(ast.Object).Get(ast.StringTerm("arguments"))
+		switch {
+		case c.want == "" && got != nil:
+			t.Errorf("%s/%s: arguments %v, want none", c.req.Server, c.req.ToolName, got)
+		case c.want != "" && (got == nil || got.Value.Compare(ast.MustParseTerm(c.want).Value) != 0):
+			t.Errorf("%s/%s: arguments %v, want %s", c.req.Server, c.req.ToolName, got, c.want)
+		}
+	}
+}
+
+// The memo key tells apart calls whose constraints find different things,
+// and keys alike calls whose constraints hold alike.
+func TestKeyHoldsBrokenConstraints(t *testing.T) {
+	snap := constrainedSnapshot(t)
+	if ok, why := snap.Memoizable(); !ok {
+		t.Fatal(why)
+	}
+	keyOf := func(msg string) memoKey {
+		req := &pb.DecideRequest{AgentId: "c", ToolName: "echo", Server: "ev", Args: structOf(t, map[string]any{"message": msg})}
+		f, err := gather(context.Background(), snap, "c", snap.agents["c"], req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.key(f)
+	}
+	if keyOf("short") == keyOf("much too long a message") {
+		t.Error("a call keeping to its constraints and one breaking them share a key")
+	}
+}
+
+// A pinned definition keeps its constraints: written and read again, it
+// checks what it checked, and its encoding names them.
+func TestPinnedDefinitionKeepsConstraints(t *testing.T) {
+	snap := constrainedSnapshot(t)
+	body, _, err := snap.agents["c"].Encoded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(body), `"maxLength"`) {
+		t.Errorf("the pin %s does not hold the constraints", body)
+	}
+	pinned, err := DecodeAgent(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &pb.DecideRequest{AgentId: "c", ToolName: "echo", Server: "ev", Args: structOf(t, map[string]any{"message": "much too long a message"})}
+	resp, err := snap.Decide(context.Background(), req, pinned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Decision != pb.Decision_DECISION_DENY || !strings.Contains(resp.Message, "maxLength") {
+		t.Errorf("the pinned definition decided %v %q, want the maxLength deny", resp.Decision, resp.Message)
+	}
+	if _, err := DecodeAgent([]byte(strings.Replace(string(body), `"maxLength"`, `"minLength"`, 1))); err == nil || !strings.Contains(err.Error(), "minLength") {
+		t.Errorf("a pin with a keyword outside the subset: %v", err)
+	}
+}
