@@ -123,6 +123,9 @@ func TestArgumentConstraints(t *testing.T) {
 		{tool: "pick", args: map[string]any{"mode": "fast"}, arg: "mode", keyword: "const", messageFragments: []string{"safe"}},
 		{tool: "pick", args: map[string]any{"tags": "a"}, arg: "tags", keyword: "type", messageFragments: []string{"array"}},
 		{tool: "pick", args: map[string]any{"tags": []any{"ok", "long", 3}}, arg: "tags", keyword: "maxLength", messageFragments: []string{"[1]", "[2]", "type"}},
+		// A name equal but for case is never the constrained argument unchecked.
+		{tool: "echo", args: map[string]any{"Message": "a message well over ten characters"}, arg: "message", keyword: "name", messageFragments: []string{`"Message"`}},
+		{tool: "get-sum", args: map[string]any{"a": 1, "A": 1000}, arg: "a", keyword: "name", messageFragments: []string{`"A"`}},
 	} {
 		what := c.tool + " " + testkit.Struct(t, c.args).String()
 		d := ts.Decide(t, argsCall(t, c.tool, "everything", c.args))

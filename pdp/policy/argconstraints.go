@@ -275,6 +275,12 @@ func (c *ArgConstraints) checkArgs(customServer, server, name string, args *stru
 func violations(set []argSchema, args *structpb.Struct) []argViolation {
 	var out []argViolation
 	for _, s := range set {
+		if other := caseVariant(args, s.name); other != "" {
+			// A server that reads names ignoring case (Go's encoding/json
+			// does) would take it for the constrained argument, unchecked.
+			out = append(out, argViolation{arg: s.name, keyword: "name", message: fmt.Sprintf("argument %q: named like the constrained argument %q but for case; name it exactly %q", other, s.name, s.name)})
+			continue
+		}
 		v, present := args.GetFields()[s.name]
 		if !present {
 			if s.required {
@@ -305,6 +311,22 @@ func violations(set []argSchema, args *structpb.Struct) []argViolation {
 		out = append(out, argViolation{arg: s.name, keyword: keywordOf(ls[0]), message: strings.Join(parts, "; ")})
 	}
 	return out
+}
+
+// caseVariant is an argument of the call whose name equals name ignoring
+// case but is not name, in sorted order; "" when none.
+func caseVariant(args *structpb.Struct, name string) string {
+	var found []string
+	for k := range args.GetFields() {
+		if k != name && strings.EqualFold(k, name) {
+			found = append(found, k)
+		}
+	}
+	if len(found) == 0 {
+		return ""
+	}
+	slices.Sort(found)
+	return found[0]
 }
 
 // keywordOf is the keyword a failure breaks.
