@@ -213,6 +213,8 @@ func TestArgumentConstraintsRejectBadSchemas(t *testing.T) {
 			want: []string{"agent 'args'", `tool "echo"`, `argument "message"`, `keyword "minLength"`, "maxLength"}},
 		{name: "a pattern that is no regular expression", entry: `{"name": "echo", "args": {"message": {"pattern": "a(b"}}}`,
 			want: []string{"agent 'args'", `tool "echo"`, `argument "message"`, "pattern", "regex"}},
+		{name: "both at once, each reported", entry: `{"name": "echo", "args": {"message": {"minLength": 1, "pattern": "a(b"}}}`,
+			want: []string{`keyword "minLength"`, "not valid regex"}},
 		{name: "a maxLength that is no number", entry: `{"name": "echo", "args": {"message": {"maxLength": "ten"}}}`,
 			want: []string{`tool "echo"`, `argument "message"`, "maxLength"}},
 		{name: "a type JSON does not have", entry: `{"name": "echo", "args": {"message": {"type": "text"}}}`,

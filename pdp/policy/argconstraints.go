@@ -149,19 +149,23 @@ func argSchemaErrors(path string, v any) []string {
 	return errs
 }
 
-// compileArg compiles one argument's schema, checked by argSchemaErrors:
-// required comes off (it is the argument's, not its value's) and so do the
-// owners' x- keys; the rest is JSON Schema, which the library compiles and
-// checks against its metaschema (a pattern that is not a regular
-// expression, a maxLength that is not a whole number).
+// compileArg compiles one argument's schema, checked by argSchemaErrors.
 func compileArg(name string, v any) (argSchema, error) {
 	if errs := argSchemaErrors("", v); len(errs) > 0 {
 		return argSchema{}, fmt.Errorf("argument %q: %s", name, strings.Join(errs, "; "))
 	}
+	return compileSchema(name, v.(map[string]any))
+}
+
+// compileSchema compiles the JSON Schema of m: required comes off (it is
+// the argument's, not its value's) and so does whatever argSchemaErrors
+// refuses; the rest the library compiles and checks against its metaschema
+// (a pattern that is not a regular expression, a maxLength that is not a
+// whole number). Both kinds of error are found in one load.
+func compileSchema(name string, m map[string]any) (argSchema, error) {
 	out := argSchema{name: name}
-	doc := schemaDoc(v.(map[string]any))
-	out.required, _ = v.(map[string]any)["required"].(bool)
-	delete(doc, "required")
+	out.required, _ = m["required"].(bool)
+	doc := schemaDoc(m)
 	if len(doc) == 0 {
 		return out, nil
 	}
@@ -179,14 +183,19 @@ func compileArg(name string, v any) (argSchema, error) {
 	return out, nil
 }
 
-// schemaDoc is a copy of a schema without the owners' x- keys, at any depth.
+// schemaDoc is the JSON Schema of a constraint: its keywords of the subset
+// but required, at any depth.
 func schemaDoc(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
-		if strings.HasPrefix(k, "x-") {
+		if k == "required" || !slices.Contains(ArgKeywords, k) {
 			continue
 		}
-		if sub, ok := v.(map[string]any); ok && k == "items" {
+		if k == "items" {
+			sub, ok := v.(map[string]any)
+			if !ok {
+				continue
+			}
 			v = schemaDoc(sub)
 		}
 		out[k] = v

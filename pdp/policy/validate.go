@@ -348,11 +348,13 @@ func (a *agentIssues) argConstraints(field string, key argSetKey, v any) {
 		for _, e := range errs {
 			a.errorf(field+"."+name, "tool %q, argument %q: %s", key.tool, name, e)
 		}
-		if len(errs) > 0 {
+		schema, isObject := m[name].(map[string]any)
+		if !isObject {
 			bad = true
 			continue
 		}
-		s, err := compileArg(name, m[name])
+		s, err := compileSchema(name, schema)
+		bad = bad || len(errs) > 0
 		if err != nil {
 			a.errorf(field+"."+name, "tool %q, %v", key.tool, err)
 			bad = true
