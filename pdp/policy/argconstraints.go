@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -238,6 +239,33 @@ func leaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
 		out = append(out, leaves(c)...)
 	}
 	return out
+}
+
+// argumentsRead refuses a snapshot where some agent constrains arguments
+// but no module reads input.arguments: a bundle that replaces the library
+// without toolpdp.arguments would leave every constraint unchecked.
+func (s *Snapshot) argumentsRead() error {
+	var constrained []string
+	for _, id := range s.AgentIDs() {
+		if !s.agents[id].Args.empty() {
+			constrained = append(constrained, id)
+		}
+	}
+	if len(constrained) == 0 {
+		return nil
+	}
+	ref := ast.MustParseRef("input.arguments")
+	for _, path := range slices.Sorted(maps.Keys(s.modules)) {
+		found := false
+		ast.WalkRefs(s.modules[path], func(r ast.Ref) bool {
+			found = found || r.HasPrefix(ref)
+			return found
+		})
+		if found {
+			return nil
+		}
+	}
+	return fmt.Errorf("agent '%s' constrains arguments (args), but no module of the policy reads input.arguments: a bundle that replaces the library must carry its toolpdp.arguments package, or the constraints would go unchecked", strings.Join(constrained, "', '"))
 }
 
 // argumentsFact is what a call's arguments break: for each set of

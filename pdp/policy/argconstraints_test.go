@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,15 @@ const constrainedAgents = `{
 
 func constrainedSnapshot(t *testing.T) *Snapshot {
 	t.Helper()
+	snap, err := NewSnapshot(context.Background(), constrainedBundles(t), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+func constrainedBundles(t *testing.T) []*bundles.Bundle {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "data.json"), []byte(`{"agents": `+constrainedAgents+`}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -36,11 +46,36 @@ func constrainedSnapshot(t *testing.T) *Snapshot {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := NewSnapshot(context.Background(), bs, time.Now())
-	if err != nil {
-		t.Fatal(err)
+	return bs
+}
+
+// A library that does not read input.arguments would leave every
+// constraint unchecked: such a bundle set does not load.
+func TestConstraintsNeedALibraryThatReadsThem(t *testing.T) {
+	bs := constrainedBundles(t)
+	i := slices.IndexFunc(bs, func(b *bundles.Bundle) bool { return b.Name == "library" })
+	lib := *bs[i]
+	b := *lib.Bundle
+	b.Modules = slices.Clone(b.Modules)
+	replaced := false
+	for j, m := range b.Modules {
+		if m.Parsed.Package.Path.String() == "data.toolpdp.arguments" {
+			deaf, err := ast.ParseModuleWithOpts(m.Path, "package toolpdp.arguments\n\nimport rego.v1\n\nreasons := set()\n", ast.ParserOptions{RegoVersion: ast.RegoV1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Modules[j].Parsed, replaced = deaf, true
+		}
 	}
-	return snap
+	if !replaced {
+		t.Fatal("the library has no toolpdp.arguments module")
+	}
+	lib.Bundle = &b
+	bs[i] = &lib
+	_, err := NewSnapshot(context.Background(), bs, time.Now())
+	if err == nil || !strings.Contains(err.Error(), "agent 'c'") || !strings.Contains(err.Error(), "input.arguments") {
+		t.Errorf("a library deaf to the constraints: %v", err)
+	}
 }
 
 // The input carries what the call breaks, under the set it may meet: a

@@ -269,6 +269,9 @@ func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time, opts 
 	if err := s.index(ctx, defs); err != nil {
 		return nil, err
 	}
+	if err := s.argumentsRead(); err != nil {
+		return nil, err
+	}
 	s.memoPlan()
 	if s.logMask, err = prepareLogPolicy(ctx, s); err != nil {
 		return nil, err
