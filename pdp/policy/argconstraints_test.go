@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -158,5 +159,34 @@ func TestPinnedDefinitionKeepsConstraints(t *testing.T) {
 	}
 	if _, err := DecodeAgent([]byte(strings.Replace(string(body), `"maxLength"`, `"minLength"`, 1))); err == nil || !strings.Contains(err.Error(), "minLength") {
 		t.Errorf("a pin with a keyword outside the subset: %v", err)
+	}
+}
+
+// One snapshot's compiled constraints serve concurrent calls alike.
+func TestConstraintsConcurrently(t *testing.T) {
+	snap := constrainedSnapshot(t)
+	memo := NewMemo(64, 0)
+	errs := make(chan string, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			for i := 0; i < 25; i++ {
+				msg, want := "short", pb.Decision_DECISION_ASK
+				if (g+i)%2 == 1 {
+					msg, want = "much too long a message", pb.Decision_DECISION_DENY
+				}
+				req := &pb.DecideRequest{AgentId: "c", ToolName: "echo", Server: "ev", Args: structOf(t, map[string]any{"message": msg})}
+				resp, _, err := snap.DecideMemo(context.Background(), req, nil, memo)
+				if err != nil || resp.Decision != want {
+					errs <- fmt.Sprintf("echo %q: %v %v %q, want %v", msg, err, resp.Decision, resp.Message, want)
+					return
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
 	}
 }
