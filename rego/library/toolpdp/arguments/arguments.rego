@@ -21,9 +21,12 @@ reasons contains deny(v) if {
 
 default broken := []
 
-broken := input.arguments.custom if {
+# Most calls meet no constraint: input.arguments is looked at first.
+broken := v if {
+	v := input.arguments.custom
 	startswith(permission.reason.rule, "custom[")
-} else := input.arguments.toolset if {
+} else := v if {
+	v := input.arguments.toolset
 	not startswith(permission.reason.rule, "custom[")
 }
 
