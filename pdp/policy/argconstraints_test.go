@@ -190,3 +190,19 @@ func TestConstraintsConcurrently(t *testing.T) {
 		}
 	}
 }
+
+// A misspelt args is an unknown key naming the one meant, on a configs
+// entry and on a custom tool alike: a constraint must never silently not
+// be there.
+func TestMisspeltArgsIsRefused(t *testing.T) {
+	for agents, want := range map[string]string{
+		`{"c": {"tools": [{"type": "agent_toolset", "configs": [{"name": "WebFetch", "arg": {"url": {"maxLength": 9}}}]}]}}`: `b: agent 'c': tools[0].configs[0].arg: unknown key (did you mean "args"?)`,
+		`{"c": {"tools": [{"type": "custom", "name": "lookup", "arg": {"id": {"maxLength": 9}}}]}}`:                          `b: agent 'c': tools[0].arg: unknown key (did you mean "args"?)`,
+		`{"c": {"tools": [{"type": "agent_toolset", "configs": [{"name": "WebFetch", "args": [{"url": {}}]}]}]}}`:            `b: agent 'c': tools[0].configs[0].args: must be an object, got an array`,
+	} {
+		_, err := validateAgents(agentsBundle(t, agents), nil, map[string]Definition{}, false)
+		if err == nil || err.Error() != want {
+			t.Errorf("%s:\n got %v\nwant %s", agents, err, want)
+		}
+	}
+}
