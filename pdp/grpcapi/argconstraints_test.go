@@ -35,7 +35,8 @@ const argsAgents = `{
             "colour": {"enum": ["red", "green"]},
             "mode": {"const": "safe"},
             "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}},
-            "x-note": {"x-owner": "team-a"}}}
+            "x-note": {"x-owner": "team-a"}}},
+         {"name": "resources/read", "args": {"uri": {"type": "string", "pattern": "^file:///srv/docs/", "required": true}}}
        ]},
       {"type": "custom", "name": "lookup_order", "args": {"id": {"type": "string", "pattern": "^[0-9]+$"}}}
     ],
@@ -123,6 +124,9 @@ func TestArgumentConstraints(t *testing.T) {
 		{tool: "pick", args: map[string]any{"mode": "fast"}, arg: "mode", keyword: "const", messageFragments: []string{"safe"}},
 		{tool: "pick", args: map[string]any{"tags": "a"}, arg: "tags", keyword: "type", messageFragments: []string{"array"}},
 		{tool: "pick", args: map[string]any{"tags": []any{"ok", "long", 3}}, arg: "tags", keyword: "maxLength", messageFragments: []string{"[1]", "[2]", "type"}},
+		// The gateway decides resources/read with the uri as its argument.
+		{tool: "resources/read", args: map[string]any{"uri": "file:///srv/docs/guide.md"}},
+		{tool: "resources/read", args: map[string]any{"uri": "file:///etc/passwd"}, arg: "uri", keyword: "pattern"},
 		// A name equal but for case is never the constrained argument unchecked.
 		{tool: "echo", args: map[string]any{"Message": "a message well over ten characters"}, arg: "message", keyword: "name", messageFragments: []string{`"Message"`}},
 		{tool: "get-sum", args: map[string]any{"a": 1, "A": 1000}, arg: "a", keyword: "name", messageFragments: []string{`"A"`}},
