@@ -198,6 +198,7 @@ func TestMisspeltArgsIsRefused(t *testing.T) {
 	for agents, want := range map[string]string{
 		`{"c": {"tools": [{"type": "agent_toolset", "configs": [{"name": "WebFetch", "arg": {"url": {"maxLength": 9}}}]}]}}`: `b: agent 'c': tools[0].configs[0].arg: unknown key (did you mean "args"?)`,
 		`{"c": {"tools": [{"type": "custom", "name": "lookup", "arg": {"id": {"maxLength": 9}}}]}}`:                          `b: agent 'c': tools[0].arg: unknown key (did you mean "args"?)`,
+		`{"c": {"tools": [{"type": "agent_toolset", "configs": ["WebFetch"]}]}}`:                                             `b: agent 'c': tools[0].configs[0]: must be an object, got a string`,
 		`{"c": {"tools": [{"type": "agent_toolset", "configs": [{"name": "WebFetch", "args": [{"url": {}}]}]}]}}`:            `b: agent 'c': tools[0].configs[0].args: must be an object, got an array`,
 	} {
 		_, err := validateAgents(agentsBundle(t, agents), nil, map[string]Definition{}, false)

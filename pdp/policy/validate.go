@@ -314,7 +314,8 @@ func (a *agentIssues) toolset(field string, m map[string]any, extra, server stri
 			a.errorf(cf+".name", "%q is configured twice in this toolset", name)
 		}
 		seen[name] = true
-		args, ok := c.(map[string]any)["args"]
+		entry, _ := c.(map[string]any) // nil when not an object: toolConfig said so
+		args, ok := entry["args"]
 		if !ok || name == "" {
 			continue
 		}
