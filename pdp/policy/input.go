@@ -49,7 +49,8 @@ type facts struct {
 	file       bool             // a file tool: paths and globs are its own
 	paths      []pathFact
 	globs      []globFact
-	command    *commandFact // nil: not a shell tool
+	command    *commandFact   // nil: not a shell tool
+	arguments  *argumentsFact // nil: no argument constraint may apply
 }
 
 func gather(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) (*facts, error) {
@@ -77,7 +78,24 @@ func gather(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, r
 		}
 		f.command = analyzeCommand(r, snap.shellMemo, compiled, names, req.GetArgs(), cwd, networkForbidden(f.policy, guardrails))
 	}
+	f.arguments = checkArguments(ctx, snap, agent, req)
 	return f, nil
+}
+
+// checkArguments is what the call's arguments break of the agent's
+// constraints for its tool, named canonically as the permission axis names
+// it. A name the library does not split (such a call is denied) is taken as
+// written, so a library that cannot name it never leaves a constraint
+// unchecked.
+func checkArguments(ctx context.Context, snap *Snapshot, agent *Agent, req *pb.DecideRequest) *argumentsFact {
+	if agent == nil || agent.Args.empty() {
+		return nil
+	}
+	server, name, ok := snap.CanonicalTool(ctx, req.GetToolName(), req.GetServer())
+	if !ok {
+		server, name = req.GetServer(), req.GetToolName()
+	}
+	return agent.Args.checkArgs(snap.tables.customServer, server, name, req.GetArgs())
 }
 
 // input is the document the library decides on, built from f.
@@ -119,6 +137,9 @@ func (f *facts) input(snap *Snapshot, whole bool) ast.Value {
 	in.Insert(ast.StringTerm("globs"), ast.ArrayTerm(globs...))
 	if f.command != nil {
 		in.Insert(ast.StringTerm("command"), ast.NewTerm(f.command.value(whole || !snap.embedded)))
+	}
+	if f.arguments != nil {
+		in.Insert(ast.StringTerm("arguments"), ast.NewTerm(f.arguments.value()))
 	}
 	return in
 }

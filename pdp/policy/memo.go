@@ -302,6 +302,12 @@ func (s *Snapshot) key(f *facts) memoKey {
 				continue
 			}
 			buf = f.command.appendKey(append(buf, 'c'), !s.embedded)
+		case "arguments":
+			if f.arguments == nil {
+				buf = append(buf, 'u')
+				continue
+			}
+			buf = f.arguments.appendKey(append(buf, 'a'))
 		default:
 			buf = append(buf, 'u') // no input has it
 		}
@@ -311,7 +317,7 @@ func (s *Snapshot) key(f *facts) memoKey {
 
 // keyedFields are the input fields key encodes: every field buildInput
 // may produce (TestKeyKnowsEveryInputField).
-var keyedFields = []string{"agent_id", "session_id", "tool_name", "server", "category", "env", "args", "agent", "guardrails", "policy", "scope", "paths", "globs", "command"}
+var keyedFields = []string{"agent_id", "session_id", "tool_name", "server", "category", "env", "args", "agent", "guardrails", "policy", "scope", "paths", "globs", "command", "arguments"}
 
 // appendKey encodes the command as its value has it, leaves only when
 // asked for.

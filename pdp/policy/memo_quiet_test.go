@@ -48,7 +48,8 @@ func quietTree(t *testing.T) (root string, bs []*bundles.Bundle) {
 		"narrow": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_ask"}}}],
 			"permission_callback": false,
 			"execution_policy": {"cwd": "ROOT/src", "read_paths": ["ROOT/src"], "write_paths": [], "network": "none"}},
-		"open": {"tools": [{"type": "agent_toolset"}]}
+		"open": {"tools": [{"type": "agent_toolset"}]},
+		"constrained": {"tools": [{"type": "agent_toolset", "configs": [{"name": "WebFetch", "args": {"url": {"pattern": "^https://"}}}]}]}
 	}}`, "ROOT", root)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "data.json"), []byte(agents), 0o644); err != nil {
@@ -224,6 +225,7 @@ func TestKeyKnowsEveryInputField(t *testing.T) {
 		{AgentId: "nobody", ToolName: "Grep", Args: structOf(t, map[string]any{"pattern": "x", "glob": "*.go"}),
 			ExecutionPolicy: &pb.ExecutionPolicy{Cwd: root, ReadPaths: &pb.PathList{Paths: []string{root}}, Network: "none"}},
 		{AgentId: "open", ToolName: "mcp__a__b"},
+		{AgentId: "constrained", ToolName: "WebFetch", Args: structOf(t, map[string]any{"url": "http://x"})},
 	} {
 		for _, whole := range []bool{false, true} {
 			in, err := buildInput(context.Background(), snap, AgentID(req.AgentId), snap.agents[req.AgentId], req, whole)

@@ -24,6 +24,7 @@ type pinDoc struct {
 	Workspace  string           `json:"workspace,omitempty"`
 	MaxDenials int              `json:"max_consecutive_denials,omitempty"`
 	Policy     *ExecutionPolicy `json:"execution_policy,omitempty"`
+	Args       []pinnedArgs     `json:"args,omitempty"` // the argument constraints as written; compiled again on decoding
 }
 
 // encoded is an Agent's encoding and digest, worked out once.
@@ -39,6 +40,9 @@ type encoded struct {
 func (a *Agent) Encoded() ([]byte, [sha256.Size]byte, error) {
 	a.enc.once.Do(func() {
 		doc := pinDoc{ID: a.ID, Workspace: a.Workspace, MaxDenials: a.MaxDenials, Policy: a.Policy}
+		if a.Args != nil {
+			doc.Args = a.Args.docs
+		}
 		var err error
 		if doc.Index, err = ast.JSON(a.Index); err != nil {
 			a.enc.err = fmt.Errorf("agent '%s': encode its index entry: %w", a.ID, err)
@@ -70,6 +74,9 @@ func DecodeAgent(body []byte) (*Agent, error) {
 	}
 	a := &Agent{ID: doc.ID, Definition: Definition{Workspace: doc.Workspace, MaxDenials: doc.MaxDenials, Policy: doc.Policy}}
 	var err error
+	if a.Args, err = decodeArgConstraints(doc.Args); err != nil {
+		return nil, fmt.Errorf("agent '%s': pinned %w", doc.ID, err)
+	}
 	if a.Index, err = astValue(doc.Index); err != nil {
 		return nil, fmt.Errorf("agent '%s': pinned index entry: %w", doc.ID, err)
 	}

@@ -172,6 +172,9 @@ type tables struct {
 	// misnamed maps a guardrail rule name toolpdp does not read (warn,
 	// denies, ...) to the one meant.
 	misnamed map[string]string
+	// customServer is the server a custom tool may also arrive under
+	// (mcp__<it>__<name>): its argument constraints may apply there too.
+	customServer string
 }
 
 // fileTool is an entry of the library's file_tools table: the access its
@@ -270,6 +273,9 @@ func NewSnapshot(ctx context.Context, bs []*bundles.Bundle, now time.Time, opts 
 		return nil, err
 	}
 	if err := s.index(ctx, defs); err != nil {
+		return nil, err
+	}
+	if err := s.argumentsRead(); err != nil {
 		return nil, err
 	}
 	s.memoPlan()
@@ -600,6 +606,7 @@ func libraryTables(bs []*bundles.Bundle) (libTables, error) {
 			ShellTools map[string][]string `json:"shell_tools"`
 			Categories map[string]string   `json:"builtin_categories"`
 			Misnamed   map[string]string   `json:"guardrail_names_not_read"`
+			Custom     string              `json:"custom_tool_server"`
 		}
 		shell := &envguard.Tables{}
 		file := b.DataFileOf(bundles.LibraryRoot, "tables")
@@ -612,7 +619,7 @@ func libraryTables(bs []*bundles.Bundle) (libTables, error) {
 		if err := shell.Validate(); err != nil {
 			return libTables{}, fmt.Errorf("%s: toolpdp.tables.%w", file, err)
 		}
-		out := libTables{tables: tables{fileTools: t.FileTools, shellTools: t.ShellTools, shell: shell, misnamed: t.Misnamed}, builtins: map[string]bool{}}
+		out := libTables{tables: tables{fileTools: t.FileTools, shellTools: t.ShellTools, shell: shell, misnamed: t.Misnamed, customServer: t.Custom}, builtins: map[string]bool{}}
 		for _, m := range []map[string]bool{keySet(t.ShellTools), keySet(t.FileTools), keySet(t.Categories)} {
 			for k := range m {
 				out.builtins[k] = true

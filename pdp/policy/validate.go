@@ -24,6 +24,7 @@ type Definition struct {
 	// (elicitation); AllowSampling lets the server ask the client's model.
 	// Both default to false: the client is the governed agent's own process.
 	AsksViaClient, AllowSampling bool
+	Args                         *ArgConstraints // the tools' argument constraints; nil when none
 }
 
 // agentIssues collects what is wrong with one agent definition: errors
@@ -35,6 +36,7 @@ type agentIssues struct {
 	warnUnknown bool
 	errs        []error
 	warnings    []string
+	args        *ArgConstraints // compiled as the tools are checked
 }
 
 func (a *agentIssues) errorf(field, format string, args ...any) {
@@ -173,6 +175,9 @@ func (a *agentIssues) decode(def map[string]any) Definition {
 	d.Workspace, _ = def["workspace"].(string)
 	d.AsksViaClient, _ = def["asks_via_client"].(bool)
 	d.AllowSampling, _ = def["allow_sampling"].(bool)
+	if !a.args.empty() {
+		d.Args = a.args
+	}
 	if n, ok := toFloat(def["max_consecutive_denials"]); ok {
 		d.MaxDenials = int(n)
 	}
@@ -252,7 +257,7 @@ func (a *agentIssues) tools(v any, servers map[string]bool, builtins map[string]
 			if agentToolsets++; agentToolsets > 1 {
 				a.errorf(field, "a second agent_toolset; an agent has at most one")
 			}
-			a.toolset(field, m, "")
+			a.toolset(field, m, "", "")
 		case "mcp_toolset":
 			server, ok := a.requiredString(field+".mcp_server_name", m["mcp_server_name"])
 			if ok && !servers[server] {
@@ -262,7 +267,7 @@ func (a *agentIssues) tools(v any, servers map[string]bool, builtins map[string]
 				a.errorf(field+".mcp_server_name", "a second mcp_toolset for server %q", server)
 			}
 			mcpToolsets[server] = true
-			a.toolset(field, m, "mcp_server_name")
+			a.toolset(field, m, "mcp_server_name", server)
 		case "custom":
 			name, ok := a.requiredString(field+".name", m["name"])
 			switch {
@@ -275,7 +280,10 @@ func (a *agentIssues) tools(v any, servers map[string]bool, builtins map[string]
 				a.errorf(field+".name", "custom tool %q is declared twice", name)
 			}
 			customs[name] = true
-			a.onlyKeys(field, m, "type", "name", "description", "input_schema")
+			a.onlyKeys(field, m, "type", "name", "description", "input_schema", "args")
+			if args, ok := m["args"]; ok && name != "" {
+				a.argConstraints(field+".args", argSetKey{set: argSetCustom, tool: name}, args)
+			}
 		case "":
 		default:
 			a.errorf(field+".type", "%q is not agent_toolset, mcp_toolset or custom", typ)
@@ -283,7 +291,8 @@ func (a *agentIssues) tools(v any, servers map[string]bool, builtins map[string]
 	}
 }
 
-func (a *agentIssues) toolset(field string, m map[string]any, extra string) {
+// toolset checks an agent_toolset (server "") or a server's mcp_toolset.
+func (a *agentIssues) toolset(field string, m map[string]any, extra, server string) {
 	a.onlyKeys(field, m, "type", "default_config", "configs", extra)
 	if dc, ok := m["default_config"]; ok {
 		a.toolConfig(field+".default_config", dc, false)
@@ -297,6 +306,7 @@ func (a *agentIssues) toolset(field string, m map[string]any, extra string) {
 		return
 	}
 	seen := map[string]bool{}
+	constrained := map[string]string{} // bare name -> the configs name whose args constrain it
 	for i, c := range list {
 		cf := fmt.Sprintf("%s.configs[%d]", field, i)
 		name := a.toolConfig(cf, c, true)
@@ -304,7 +314,62 @@ func (a *agentIssues) toolset(field string, m map[string]any, extra string) {
 			a.errorf(cf+".name", "%q is configured twice in this toolset", name)
 		}
 		seen[name] = true
+		entry, _ := c.(map[string]any) // nil when not an object: toolConfig said so
+		args, ok := entry["args"]
+		if !ok || name == "" {
+			continue
+		}
+		// An MCP tool's entry may name it bare or in full: one tool, and
+		// two sets of constraints for it would leave one unchecked.
+		bare := strings.TrimPrefix(name, "mcp__"+server+"__")
+		if server == "" {
+			bare = name
+		}
+		if other, twice := constrained[bare]; twice {
+			a.errorf(cf+".args", "tool %q has argument constraints in two entries (%q and %q): keep them in one", bare, other, name)
+			continue
+		}
+		constrained[bare] = name
+		a.argConstraints(cf+".args", argSetKey{set: argSetToolset, server: server, tool: bare}, args)
 	}
+}
+
+// argConstraints checks and compiles a tool's "args": an object of
+// argument names, each a constraint of the JSON Schema subset ArgKeywords.
+// Every error names the tool, the argument and the keyword.
+func (a *agentIssues) argConstraints(field string, key argSetKey, v any) {
+	m, ok := a.object(field, v)
+	if !ok {
+		return
+	}
+	var compiled []argSchema
+	bad := false
+	for _, name := range sortedKeys(m) {
+		errs := argSchemaErrors("", m[name])
+		for _, e := range errs {
+			a.errorf(field+"."+name, "tool %q, argument %q: %s", key.tool, name, e)
+		}
+		schema, isObject := m[name].(map[string]any)
+		if !isObject {
+			bad = true
+			continue
+		}
+		s, err := compileSchema(name, schema)
+		bad = bad || len(errs) > 0
+		if err != nil {
+			a.errorf(field+"."+name, "tool %q, %v", key.tool, err)
+			bad = true
+			continue
+		}
+		compiled = append(compiled, s)
+	}
+	if bad {
+		return
+	}
+	if a.args == nil {
+		a.args = &ArgConstraints{}
+	}
+	a.args.put(key, compiled, m)
 }
 
 // toolConfig checks a configs entry (named) or a default_config.
@@ -316,7 +381,7 @@ func (a *agentIssues) toolConfig(field string, v any, named bool) string {
 	var name string
 	if named {
 		name, _ = a.requiredString(field+".name", m["name"])
-		a.onlyKeys(field, m, "name", "enabled", "permission_policy")
+		a.onlyKeys(field, m, "name", "enabled", "permission_policy", "args")
 	} else {
 		a.onlyKeys(field, m, "enabled", "permission_policy")
 	}

@@ -1,12 +1,13 @@
 # Package toolpdp.decision is the entrypoint: data.toolpdp.decision.result is
 # the decision document {decision, message, reasons, execution}.
 #
-# The answer is the most restrictive of the permission axis, the scope axis
-# and the guardrails: deny > ask > allow. Every contributing rule is listed
-# in reasons, in precedence order: the permission axis, then scope, then
-# guardrails.
+# The answer is the most restrictive of the permission axis, the argument
+# constraints, the scope axis and the guardrails: deny > ask > allow. Every
+# contributing rule is listed in reasons, in precedence order: the
+# permission axis, then the arguments, then scope, then guardrails.
 package toolpdp.decision
 
+import data.toolpdp.arguments
 import data.toolpdp.guardrails
 import data.toolpdp.permission
 import data.toolpdp.scope
@@ -14,18 +15,22 @@ import rego.v1
 
 # Three paths, cheapest first. A refusal of the agent itself (unknown agent,
 # undeclared server, toolset off) and a custom tool stop at the permission
-# axis; so does a quiet call: one no guardrail rule can touch whose paths
-# the scopes admit (no scope rule fires). Anything else combines all three
-# axes.
+# axis (a custom tool's own argument constraints aside: the owners wrote
+# them for it); so does a quiet call: one no guardrail rule can touch whose
+# paths the scopes admit (no scope rule fires) and whose arguments keep to
+# their constraints. Anything else combines every axis.
 result := single(permission.reason) if {
 	stops(permission.reason)
+} else := combine(array.concat([permission.reason], sorted(arguments.reasons))) if {
+	startswith(permission.reason.rule, "custom[")
 } else := single(adjust(permission.reason)) if {
 	quiet
 	count(scope.reasons) == 0
 } else := combined
 
-combined := {"decision": d, "message": concat("; ", [r.message | some r in rs; r.effect == d; d != "allow"]), "reasons": rs, "execution": execution} if {
-	rs := array.concat([adjust(permission.reason)], [adjust(r) | some r in array.concat(sorted(scope.reasons), sorted(guardrails.reasons))])
+combined := combine(array.concat([adjust(permission.reason)], [adjust(r) | some r in array.concat(array.concat(sorted(arguments.reasons), sorted(scope.reasons)), sorted(guardrails.reasons))]))
+
+combine(rs) := {"decision": d, "message": concat("; ", [r.message | some r in rs; r.effect == d; d != "allow"]), "reasons": rs, "execution": execution} if {
 	d := most_restrictive(rs)
 }
 
@@ -37,17 +42,22 @@ message(r) := r.message if r.effect != "allow"
 
 stops(r) if r.effect == "deny"
 
-stops(r) if startswith(r.rule, "custom[")
+stops(r) if {
+	startswith(r.rule, "custom[")
+	count(arguments.reasons) == 0
+}
 
 # quiet holds when no guardrail rule can apply: no command, no path or
 # search glob that names a protected name, and no guardrail package of the
 # bundle's own (input.guardrails.packages, set by toolpdp from the compiled
-# modules). Most calls are quiet; they skip the guardrail rules and, when
-# no scope rule fires either, combining the axes.
+# modules); and no argument constraint is broken. Most calls are quiet;
+# they skip the guardrail rules and, when no scope rule fires either,
+# combining the axes.
 quiet if {
 	not input.command
 	input.guardrails.packages == false
 	not protected_path
+	count(arguments.reasons) == 0
 }
 
 # A path or search glob that names a protected name.
