@@ -16,7 +16,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{`{"name":"get-env","NAME":"echo"}`, "NAME", `the key "NAME" equals the key "name" ignoring case`},
 		{`{"params":{"arguments":{"x":1},"ARGUMENTS":{}}}`, "params.ARGUMENTS", "ignoring case"},
 		{`{"a":[{"k":1},{"k":1,"\u212a":2}]}`, `a[1]."K"`, `equals the key "k"`}, // the Kelvin sign folds to k
-		{`{"ſ":1,"S":2}`, "S", "ignoring case"},                                     // long s folds to s
+		{`{"ſ":1,"S":2}`, "S", "ignoring case"},                                  // long s folds to s
 		{"{\"a\":\"\xff\"}", "", "not valid UTF-8 (at byte 6)"},
 		{`{"a":"\ud800"}`, "", "lone UTF-16 surrogate"},
 		{`{"a":"\udc00\ud800"}`, "", "lone UTF-16 surrogate"},
