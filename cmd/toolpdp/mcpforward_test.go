@@ -1,0 +1,419 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// The gateway forwards only what it decided. These tests speak raw
+// JSON-RPC to the proxy over its real transports, since the bodies that
+// tell a lax reader from a strict one are ones no MCP SDK sends.
+
+// rpcMsg is a JSON-RPC message as the tests read it.
+type rpcMsg struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	raw string
+}
+
+func (m rpcMsg) hasID(id string) bool { return string(m.ID) == id }
+
+// toolNames are the names of a tools/list result.
+func (m rpcMsg) toolNames(t *testing.T) map[string]bool {
+	t.Helper()
+	var r struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(m.Result, &r); err != nil {
+		t.Fatalf("not a tools/list result: %s", m.raw)
+	}
+	names := map[string]bool{}
+	for _, tool := range r.Tools {
+		names[tool.Name] = true
+	}
+	return names
+}
+
+const initializeParams = `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"toolpdp-raw-test","version":"1"}}`
+
+// The bodies no reader may see two ways, each refused naming the key.
+var differentials = []struct {
+	method, params, key string
+}{
+	{"tools/call", `{"name":"get-env","NAME":"echo","arguments":{}}`, "NAME"},
+	{"tools/call", `{"name":"echo","arguments":{"message":"benign"},"ARGUMENTS":{"message":"the real one"}}`, "ARGUMENTS"},
+	{"tools/call", `{"name":"echo","arguments":{"message":"benign","MESSAGE":"the real one"}}`, "arguments.MESSAGE"},
+	{"resources/read", `{"uri":"demo://resource/dynamic/text/1","URI":"demo://resource/dynamic/text/2"}`, "URI"},
+	{"tools/call", "{\"name\":\"echo\",\"arguments\":{\"message\":\"\xc3(\"}}", "UTF-8"},
+	{"tools/call", `{"name":"echo","name":"get-env","arguments":{}}`, "name"},
+}
+
+// rawStdio is a client speaking newline-delimited JSON-RPC to
+// `toolpdp mcp-proxy -- sh -c 'tee LOG | node everything stdio'`: the
+// server's stdin is copied to LOG, so what reached the server is on disk.
+type rawStdio struct {
+	t      *testing.T
+	in     io.WriteCloser
+	msgs   chan rpcMsg
+	mu     sync.Mutex
+	all    []string
+	log    string // what the server read
+	stderr *syncBuf
+}
+
+func (f *mcpFixture) rawStdio(t *testing.T, canary string) *rawStdio {
+	t.Helper()
+	c := &rawStdio{t: t, msgs: make(chan rpcMsg, 64), log: filepath.Join(t.TempDir(), "server-stdin.log"), stderr: &syncBuf{}}
+	cmd := exec.Command(binary(t), "mcp-proxy", "--addr", "unix://"+f.agentSock, "--agent-id", "mcp", "--server-name", "everything",
+		"--timeout", "15s", "--", "sh", "-c", `tee -a "$0" | exec node "$1" stdio`, c.log, everything(t))
+	cmd.Env = append(os.Environ(), "TOOLPDP_TEST_CANARY="+canary)
+	cmd.Stderr = c.stderr
+	var err error
+	if c.in, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.in.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 16<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			c.mu.Lock()
+			c.all = append(c.all, line)
+			c.mu.Unlock()
+			var m rpcMsg
+			if json.Unmarshal([]byte(line), &m) == nil {
+				m.raw = line
+				c.msgs <- m
+			}
+		}
+		close(c.msgs)
+	}()
+	return c
+}
+
+func (c *rawStdio) send(lines ...string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.in, strings.Join(lines, "\n")+"\n"); err != nil {
+		c.t.Fatalf("writing to the proxy: %v\n%s", err, c.stderr.String())
+	}
+}
+
+// await returns the next message that is a response under id, skipping
+// notifications.
+func (c *rawStdio) await(ctx context.Context, id string) rpcMsg {
+	c.t.Helper()
+	for {
+		select {
+		case m, ok := <-c.msgs:
+			if !ok {
+				c.t.Fatalf("the proxy closed its output waiting for id %s\n%s", id, c.stderr.String())
+			}
+			if m.Method == "" && m.hasID(id) {
+				return m
+			}
+		case <-ctx.Done():
+			c.t.Fatalf("no response under id %s\n%s", id, c.stderr.String())
+		}
+	}
+}
+
+func (c *rawStdio) received() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.all, "\n")
+}
+
+func request(id, method, params string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, params)
+}
+
+func echoCall(id, message string) string {
+	return request(id, "tools/call", fmt.Sprintf(`{"name":"echo","arguments":{"message":%q}}`, message))
+}
+
+func wantRefused(t *testing.T, m rpcMsg, code int, words ...string) {
+	t.Helper()
+	if m.Error == nil || m.Error.Code != code {
+		t.Fatalf("want a JSON-RPC error %d, got %s", code, m.raw)
+	}
+	for _, w := range words {
+		if !strings.Contains(m.Error.Message, w) {
+			t.Fatalf("the refusal %q does not say %q", m.Error.Message, w)
+		}
+	}
+}
+
+func wantEcho(t *testing.T, m rpcMsg, message string) {
+	t.Helper()
+	if m.Error != nil || !strings.Contains(string(m.Result), message) || strings.Contains(string(m.Result), `"isError":true`) {
+		t.Fatalf("want the server's echo of %q, got %s", message, m.raw)
+	}
+}
+
+func TestMCPProxyForwardsWhatItDecidedStdio(t *testing.T) {
+	f := startMCPSidecar(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	canary := "canary-" + fmt.Sprint(time.Now().UnixNano())
+	c := f.rawStdio(t, canary)
+	c.send(request("1", "initialize", initializeParams))
+	if m := c.await(ctx, "1"); m.Error != nil {
+		t.Fatalf("initialize: %s", m.raw)
+	}
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	c.send(echoCall("2", "before"))
+	wantEcho(t, c.await(ctx, "2"), "before")
+
+	// Each differential is refused, naming the key, and nothing reaches
+	// the server.
+	for i, d := range differentials {
+		id := fmt.Sprint(100 + i)
+		c.send(request(id, d.method, d.params))
+		wantRefused(t, c.await(ctx, id), -32600, d.key)
+	}
+	// The unchanged bodies work; once the server has read the call after
+	// the refusals, it has read everything before it.
+	c.send(echoCall("3", "after the refusals"))
+	wantEcho(t, c.await(ctx, "3"), "after the refusals")
+	c.send(request("4", "resources/read", `{"uri":"demo://resource/dynamic/text/1"}`))
+	if m := c.await(ctx, "4"); m.Error != nil || !strings.Contains(string(m.Result), "contents") {
+		t.Fatalf("resources/read: %s", m.raw)
+	}
+	serverRead := waitFileContains(t, ctx, c.log, "after the refusals")
+	for _, forbidden := range []string{"get-env", "NAME", "ARGUMENTS", "MESSAGE", "URI", "benign", "the real one", "text/2"} {
+		if strings.Contains(serverRead, forbidden) {
+			t.Errorf("the server read %q:\n%s", forbidden, serverRead)
+		}
+	}
+	if strings.Contains(c.received(), canary) {
+		t.Fatalf("the server's environment reached the client")
+	}
+
+	// An id still outstanding is refused; the held call is answered later.
+	c.send(request("5", "tools/call", `{"name":"get-sum","arguments":{"a":2,"b":3}}`))
+	ask := waitPending(t, ctx, f.approver, "get-sum")
+	c.send(request("5", "ping", `{}`))
+	wantRefused(t, c.await(ctx, "5"), -32600, "outstanding")
+	if _, err := f.approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask.GetDecisionId(), Result: "allow"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.await(ctx, "5"); m.Error != nil || !strings.Contains(string(m.Result), "5") {
+		t.Fatalf("get-sum after the person allowed it: %s", m.raw)
+	}
+
+	// tools/list id 7 then ping id 7: the list reaches the client filtered,
+	// whichever way the two are answered.
+	c.send(request("7", "tools/list", `{}`), request("7", "ping", `{}`))
+	lists := 0
+	for range 2 {
+		m := c.await(ctx, "7")
+		if strings.Contains(string(m.Result), `"tools"`) {
+			lists++
+			if names := m.toolNames(t); names["get-env"] || !names["echo"] {
+				t.Fatalf("the list under a reused id was not filtered: %v", names)
+			}
+			continue
+		}
+		if m.Error != nil {
+			wantRefused(t, m, -32600, "outstanding")
+		} else {
+			t.Logf("the list was answered before the ping arrived, so the ping was answered: %s", m.raw)
+		}
+	}
+	if lists != 1 {
+		t.Fatalf("%d lists answered under id 7, want 1", lists)
+	}
+
+	// A batch is refused whole.
+	c.send(`[` + echoCall("8", "in a batch") + `]`)
+	c.send(echoCall("9", "after the batch"))
+	wantEcho(t, c.await(ctx, "9"), "after the batch")
+	if got := c.received(); !strings.Contains(got, "batches are refused whole") || strings.Contains(got, `"id":8`) {
+		t.Fatalf("the batch was not refused whole:\n%s", got)
+	}
+}
+
+func waitFileContains(t *testing.T, ctx context.Context, path, want string) string {
+	t.Helper()
+	for {
+		b, _ := os.ReadFile(path)
+		if bytes.Contains(b, []byte(want)) {
+			return string(b)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never held %q:\n%s", path, want, b)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// rawHTTP is a client POSTing JSON-RPC to the proxy's streamable HTTP
+// front.
+type rawHTTP struct {
+	t       *testing.T
+	url     string
+	session string
+	header  http.Header // sent with every request
+}
+
+func (c *rawHTTP) post(body string) (int, rpcMsg) {
+	c.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, c.url, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	if c.session != "" {
+		req.Header.Set("Mcp-Session-Id", c.session)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+		c.session = id
+	}
+	var m rpcMsg
+	_ = json.Unmarshal(b, &m)
+	m.raw = string(b)
+	return resp.StatusCode, m
+}
+
+// startHTTPUpstream runs the reference server over streamable HTTP with
+// its log (stdout, a line per POST it receives) in the process's stderr.
+func startHTTPUpstream(t *testing.T, canary string) (addr string, p *process) {
+	t.Helper()
+	addr = freePort(t)
+	_, port, _ := net.SplitHostPort(addr)
+	p = startBinaryEnv(t, "sh", []string{"PORT=" + port, "TOOLPDP_TEST_CANARY=" + canary}, "-c", `exec node "$0" streamableHttp >&2`, everything(t))
+	waitHTTP(t, "http://"+addr+"/mcp", p)
+	return addr, p
+}
+
+func (c *rawHTTP) initialize() {
+	c.t.Helper()
+	if code, m := c.post(request("1", "initialize", initializeParams)); code != http.StatusOK || m.Error != nil || c.session == "" {
+		c.t.Fatalf("initialize: %d %s", code, m.raw)
+	}
+	if code, m := c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
+		c.t.Fatalf("notifications/initialized: %d %s", code, m.raw)
+	}
+}
+
+func TestMCPProxyForwardsWhatItDecidedHTTP(t *testing.T) {
+	f := startMCPSidecar(t)
+	canary := "canary-" + fmt.Sprint(time.Now().UnixNano())
+	upAddr, up := startHTTPUpstream(t, canary)
+	proxyAddr := freePort(t)
+	proxy := start(t, "mcp-proxy", "--addr", "unix://"+f.agentSock, "--agent-id", "mcp", "--server-name", "everything", "--timeout", "15s",
+		"--listen", proxyAddr, "--upstream-url", "http://"+upAddr+"/mcp")
+	waitHTTP(t, "http://"+proxyAddr+"/", proxy)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	c := &rawHTTP{t: t, url: "http://" + proxyAddr + "/"}
+	c.initialize()
+	_, m := c.post(echoCall("2", "before"))
+	wantEcho(t, m, "before")
+	posts := func() int { return strings.Count(up.stderr.String(), "Received MCP POST request") }
+	before := posts()
+	var got []string
+	for i, d := range differentials {
+		code, m := c.post(request(fmt.Sprint(100+i), d.method, d.params))
+		if code != http.StatusOK {
+			t.Fatalf("%s: HTTP %d, want 200 with the JSON-RPC error", d.key, code)
+		}
+		wantRefused(t, m, -32600, d.key)
+		got = append(got, m.raw)
+	}
+	_, m = c.post(echoCall("3", "after the refusals"))
+	wantEcho(t, m, "after the refusals")
+	// The server logs every POST it receives, in order: the refused calls
+	// would be logged before the one after them.
+	for posts() < before+1 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the server never logged the call after the refusals:\n%s", up.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if n := posts(); n != before+1 {
+		t.Fatalf("the server received %d POSTs for 1 forwarded call: a refused call reached it", n-before)
+	}
+	if strings.Contains(strings.Join(got, "\n"), canary) {
+		t.Fatal("the server's environment reached the client")
+	}
+	if _, m := c.post(request("4", "resources/read", `{"uri":"demo://resource/dynamic/text/1"}`)); m.Error != nil || !strings.Contains(string(m.Result), "contents") {
+		t.Fatalf("resources/read: %s", m.raw)
+	}
+
+	// An id still outstanding is refused; the held call is answered later.
+	held := make(chan rpcMsg, 1)
+	go func() {
+		_, m := c.post(request("5", "tools/call", `{"name":"get-sum","arguments":{"a":20,"b":22}}`))
+		held <- m
+	}()
+	ask := waitPending(t, ctx, f.approver, "get-sum")
+	code, m := c.post(request("5", "ping", `{}`))
+	if code != http.StatusOK {
+		t.Fatalf("ping under an outstanding id: HTTP %d %s", code, m.raw)
+	}
+	wantRefused(t, m, -32600, "outstanding")
+	if _, err := f.approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask.GetDecisionId(), Result: "allow"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := <-held; m.Error != nil || !strings.Contains(string(m.Result), "42") {
+		t.Fatalf("get-sum after the person allowed it: %s", m.raw)
+	}
+	if _, m := c.post(request("7", "tools/list", `{}`)); m.toolNames(t)["get-env"] {
+		t.Fatalf("tools/list not filtered: %s", m.raw)
+	}
+
+	// A batch is refused whole.
+	code, m = c.post(`[` + echoCall("8", "in a batch") + `]`)
+	if code != http.StatusBadRequest {
+		t.Fatalf("a batch: HTTP %d %s", code, m.raw)
+	}
+	wantRefused(t, m, -32600, "batches are refused whole")
+}
