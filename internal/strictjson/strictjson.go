@@ -74,10 +74,7 @@ func Decode(data []byte) (any, error) {
 func value(dec *json.Decoder, path string, depth int) (any, error) {
 	tok, err := dec.Token()
 	if err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, &Error{Path: path, Reason: "not JSON: " + err.Error()}
+		return nil, notJSON(path, err)
 	}
 	d, ok := tok.(json.Delim)
 	if !ok {
@@ -112,7 +109,7 @@ func object(dec *json.Decoder, path string, depth int) (any, error) {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, &Error{Path: path, Reason: "not JSON: " + err.Error()}
+			return nil, notJSON(path, err)
 		}
 		key, ok := tok.(string)
 		if !ok {
@@ -138,9 +135,16 @@ func object(dec *json.Decoder, path string, depth int) (any, error) {
 
 func closing(dec *json.Decoder, path string) error {
 	if _, err := dec.Token(); err != nil {
-		return &Error{Path: path, Reason: "not JSON: " + err.Error()}
+		return notJSON(path, err)
 	}
 	return nil
+}
+
+func notJSON(path string, err error) error {
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return &Error{Path: path, Reason: "not JSON: " + err.Error()}
 }
 
 // Join is the path of key inside the value at path. A key that is not a
