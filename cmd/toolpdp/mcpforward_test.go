@@ -417,3 +417,81 @@ func TestMCPProxyForwardsWhatItDecidedHTTP(t *testing.T) {
 	}
 	wantRefused(t, m, -32600, "batches are refused whole")
 }
+
+// The HTTP front refuses a browser page it does not know (DNS
+// rebinding): Origin absent, loopback, or named with --allowed-origin.
+func TestMCPProxyHTTPOrigin(t *testing.T) {
+	f := startMCPSidecar(t)
+	upAddr, _ := startHTTPUpstream(t, "")
+	proxyAddr := freePort(t)
+	proxy := start(t, "mcp-proxy", "--addr", "unix://"+f.agentSock, "--agent-id", "mcp", "--server-name", "everything", "--timeout", "15s",
+		"--listen", proxyAddr, "--upstream-url", "http://"+upAddr+"/mcp", "--allowed-origin", "https://app.example")
+	waitHTTP(t, "http://"+proxyAddr+"/", proxy)
+
+	for _, origin := range []string{"http://evil.example", "http://localhost.evil.example", "http://127.0.0.1.evil.example:8080", "null", "https://app.example:8443", "file://"} {
+		c := &rawHTTP{t: t, url: "http://" + proxyAddr + "/", header: http.Header{"Origin": {origin}}}
+		code, m := c.post(request("1", "initialize", initializeParams))
+		if code != http.StatusForbidden || !strings.Contains(m.raw, "is not allowed") || c.session != "" {
+			t.Errorf("Origin %s: HTTP %d %s: want 403 and no session", origin, code, m.raw)
+		}
+	}
+	for _, origin := range []string{"http://localhost:3000", "http://127.0.0.1", "https://127.1.2.3:9", "http://[::1]:6274", "https://app.example", "HTTPS://APP.example:443"} {
+		c := &rawHTTP{t: t, url: "http://" + proxyAddr + "/", header: http.Header{"Origin": {origin}}}
+		c.initialize()
+		_, m := c.post(echoCall("2", "from "+origin))
+		wantEcho(t, m, "from "+origin)
+	}
+
+	// A preflight from an allowed page is answered for CORS; from another, refused.
+	for origin, want := range map[string]int{"https://app.example": http.StatusNoContent, "http://evil.example": http.StatusForbidden} {
+		req, _ := http.NewRequest(http.MethodOptions, "http://"+proxyAddr+"/", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == http.StatusNoContent) != (resp.Header.Get("Access-Control-Allow-Origin") == origin) {
+			t.Errorf("preflight from %s: %d %v, want %d", origin, resp.StatusCode, resp.Header, want)
+		}
+	}
+}
+
+// Off loopback the HTTP front needs a bearer token: without one it does
+// not start; with one, a request without it is refused.
+func TestMCPProxyHTTPOffLoopbackToken(t *testing.T) {
+	f := startMCPSidecar(t)
+	upAddr, _ := startHTTPUpstream(t, "")
+	_, port, _ := net.SplitHostPort(freePort(t))
+	args := []string{"mcp-proxy", "--addr", "unix://" + f.agentSock, "--agent-id", "mcp", "--server-name", "everything", "--timeout", "15s",
+		"--listen", "0.0.0.0:" + port, "--upstream-url", "http://" + upAddr + "/mcp"}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary(t), args...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "is not loopback") || !strings.Contains(string(out), "--listen-token-file") {
+		t.Fatalf("off loopback without a token: %v\n%s", err, out)
+	}
+
+	tokenFile := filepath.Join(t.TempDir(), "mcp.token")
+	const token = "mcp-proxy-token-0123456789abcdef"
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	proxy := start(t, append(args, "--listen-token-file", tokenFile)...)
+	url := "http://127.0.0.1:" + port + "/"
+	waitHTTP(t, url, proxy)
+	for _, auth := range []string{"", "Bearer wrong-token-0123456789abcdef", token} {
+		c := &rawHTTP{t: t, url: url, header: http.Header{}}
+		if auth != "" {
+			c.header.Set("Authorization", auth)
+		}
+		if code, m := c.post(request("1", "initialize", initializeParams)); code != http.StatusUnauthorized || c.session != "" {
+			t.Errorf("Authorization %q: HTTP %d %s: want 401", auth, code, m.raw)
+		}
+	}
+	c := &rawHTTP{t: t, url: url, header: http.Header{"Authorization": {"Bearer " + token}}}
+	c.initialize()
+	_, m := c.post(echoCall("2", "with the token"))
+	wantEcho(t, m, "with the token")
+}
