@@ -45,7 +45,7 @@ func (e *Error) Error() string {
 // Check reports whether data is one strict JSON value; callers then decode
 // it with encoding/json as before, knowing no reader can see it otherwise.
 func Check(data []byte) error {
-	_, err := Decode(data)
+	_, err := read(data, false)
 	return err
 }
 
@@ -53,6 +53,18 @@ func Check(data []byte) error {
 // map[string]any, arrays []any, numbers json.Number (as written), and
 // strings, booleans and null string, bool and nil.
 func Decode(data []byte) (any, error) {
+	return read(data, true)
+}
+
+// A reader reads one value; keep is whether it builds the value (Decode)
+// or only checks it (Check, which then costs no more than the keys of one
+// object at a time).
+type reader struct {
+	dec  *json.Decoder
+	keep bool
+}
+
+func read(data []byte, keep bool) (any, error) {
 	if !utf8.Valid(data) {
 		return nil, &Error{Reason: fmt.Sprintf("not valid UTF-8 (at byte %d)", invalidAt(data))}
 	}
@@ -61,7 +73,8 @@ func Decode(data []byte) (any, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	v, err := value(dec, "", 0)
+	rd := &reader{dec: dec, keep: keep}
+	v, err := rd.value("", 0)
 	if err != nil {
 		return nil, err
 	}
@@ -71,8 +84,8 @@ func Decode(data []byte) (any, error) {
 	return v, nil
 }
 
-func value(dec *json.Decoder, path string, depth int) (any, error) {
-	tok, err := dec.Token()
+func (rd *reader) value(path string, depth int) (any, error) {
+	tok, err := rd.dec.Token()
 	if err != nil {
 		return nil, notJSON(path, err)
 	}
@@ -85,29 +98,34 @@ func value(dec *json.Decoder, path string, depth int) (any, error) {
 	}
 	switch d {
 	case '{':
-		return object(dec, path, depth)
+		return rd.object(path, depth)
 	case '[':
 		var arr []any
-		for i := 0; dec.More(); i++ {
-			v, err := value(dec, fmt.Sprintf("%s[%d]", path, i), depth+1)
+		for i := 0; rd.dec.More(); i++ {
+			v, err := rd.value(fmt.Sprintf("%s[%d]", path, i), depth+1)
 			if err != nil {
 				return nil, err
 			}
-			arr = append(arr, v)
+			if rd.keep {
+				arr = append(arr, v)
+			}
 		}
-		if arr == nil {
+		if arr == nil && rd.keep {
 			arr = []any{}
 		}
-		return arr, closing(dec, path)
+		return arr, closing(rd.dec, path)
 	}
 	return nil, &Error{Path: path, Reason: fmt.Sprintf("not JSON: unexpected %q", d)}
 }
 
-func object(dec *json.Decoder, path string, depth int) (any, error) {
-	obj := map[string]any{}
+func (rd *reader) object(path string, depth int) (any, error) {
+	var obj map[string]any
+	if rd.keep {
+		obj = map[string]any{}
+	}
 	seen := map[string]string{} // folded key → the key as written
-	for dec.More() {
-		tok, err := dec.Token()
+	for rd.dec.More() {
+		tok, err := rd.dec.Token()
 		if err != nil {
 			return nil, notJSON(path, err)
 		}
@@ -124,13 +142,18 @@ func object(dec *json.Decoder, path string, depth int) (any, error) {
 			return nil, &Error{Path: at, Reason: fmt.Sprintf("the key %q equals the key %q ignoring case", key, prev)}
 		}
 		seen[f] = key
-		v, err := value(dec, at, depth+1)
+		v, err := rd.value(at, depth+1)
 		if err != nil {
 			return nil, err
 		}
-		obj[key] = v
+		if rd.keep {
+			obj[key] = v
+		}
 	}
-	return obj, closing(dec, path)
+	if !rd.keep {
+		return nil, closing(rd.dec, path)
+	}
+	return obj, closing(rd.dec, path)
 }
 
 func closing(dec *json.Decoder, path string) error {

@@ -3,6 +3,7 @@ package strictjson
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -31,6 +32,9 @@ func TestDecodeRefuses(t *testing.T) {
 		if !errors.As(err, &se) || se.Path != c.path || !strings.Contains(se.Reason, c.reason) {
 			t.Errorf("Decode(%.60q) = %v: want an error at %q saying %q", c.in, err, c.path, c.reason)
 		}
+		if cerr := Check([]byte(c.in)); fmt.Sprint(cerr) != fmt.Sprint(err) {
+			t.Errorf("Check(%.60q) = %v, Decode says %v", c.in, cerr, err)
+		}
 	}
 }
 
@@ -58,4 +62,30 @@ func TestFoldMatchesEqualFold(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzCheck: Check and Decode agree, and what either accepts is JSON
+// encoding/json accepts, with the same value.
+func FuzzCheck(f *testing.F) {
+	for _, seed := range []string{`{"a":1}`, `{"a":1,"A":2}`, `[1,"x",{"k":null}]`, `"\ud83d\ude00"`, `{"a":"\ud800"}`, `1e999`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := Decode(data)
+		if cerr := Check(data); fmt.Sprint(cerr) != fmt.Sprint(err) {
+			t.Fatalf("Check %v, Decode %v", cerr, err)
+		}
+		if err != nil {
+			return
+		}
+		var std any
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.UseNumber()
+		if err := dec.Decode(&std); err != nil {
+			t.Fatalf("accepted %q, which encoding/json refuses: %v", data, err)
+		}
+		if !reflect.DeepEqual(v, std) {
+			t.Fatalf("%q: Decode %#v, encoding/json %#v", data, v, std)
+		}
+	})
 }
