@@ -99,6 +99,9 @@ func (h *HTTP) post(w http.ResponseWriter, r *http.Request) {
 		if refusal == nil {
 			refusal = &jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpcInvalidRequest, Message: err.Error()}}
 		}
+		if s := h.lookup(r); s != nil && msg != nil {
+			s.gate.fromClient(context.Background(), msg) // a refused answer, passed on as an error
+		}
 		writeResponse(w, code, refusal)
 		return
 	}

@@ -14,11 +14,13 @@ import (
 // readClient reads one message the client sent, strictly: the whole
 // message — envelope and params at any depth — must be one reading for
 // every reader (see strictjson), since the gateway decides on what it read
-// and the server acts on what it reads. A message that is not is refused:
-// refusal is the JSON-RPC error to answer it with, or nil where nothing can
-// be answered (a notification or a response from the client, which is
-// dropped). A batch is refused whole: each call must be decided on its own,
-// and MCP has had no batches since 2025-06-18.
+// and the server acts on what it reads. A message that is not is refused
+// (err says why): refusal is the JSON-RPC error to answer it with, nil
+// where nothing can be answered. A refused response to a request of the
+// proxy's or the server's still ends that request: msg is then an error
+// response under its id, so an elicitation whose answer was refused is a
+// decline, not a wait. A batch is refused whole: each call must be decided
+// on its own, and MCP has had no batches since 2025-06-18.
 func readClient(b []byte) (msg jsonrpc.Message, refusal *jsonrpc.Response, err error) {
 	trimmed := bytes.TrimSpace(b)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
@@ -27,30 +29,34 @@ func readClient(b []byte) (msg jsonrpc.Message, refusal *jsonrpc.Response, err e
 	}
 	if serr := strictjson.Check(trimmed); serr != nil {
 		err = fmt.Errorf("the message was refused and not forwarded: %w", serr)
-		return nil, refuseEnvelope(trimmed, err), err
+		msg, refusal = refuseEnvelope(trimmed, err)
+		return msg, refusal, err
 	}
 	msg, derr := jsonrpc.DecodeMessage(trimmed)
 	if derr != nil {
 		err = fmt.Errorf("not a JSON-RPC message: %v", derr)
-		return nil, refuseEnvelope(trimmed, err), err
+		msg, refusal = refuseEnvelope(trimmed, err)
+		return msg, refusal, err
 	}
 	return msg, nil, nil
 }
 
-// refuseEnvelope is the answer to a refused message: an error under its
-// id when it is a request whose id is unambiguous, one without an id when
-// the id itself is in doubt, none for a notification or a response.
-func refuseEnvelope(b []byte, err error) *jsonrpc.Response {
+// refuseEnvelope is what a refused message becomes: a request whose id
+// is unambiguous is answered with an error under it, one whose id is in
+// doubt with an error without one; a response whose id is unambiguous
+// becomes an error response to pass on; a notification, nothing.
+func refuseEnvelope(b []byte, err error) (asError jsonrpc.Message, refusal *jsonrpc.Response) {
 	id, idKeys, method := envelope(b)
+	e := &jsonrpc.Error{Code: jsonrpcInvalidRequest, Message: err.Error()}
 	switch {
-	case !method && idKeys <= 1:
-		return nil
+	case !method && idKeys == 1 && id.IsValid():
+		return &jsonrpc.Response{ID: id, Error: e}, nil
+	case !method && idKeys <= 1, method && idKeys == 0:
+		return nil, nil
 	case idKeys == 1 && id.IsValid():
-		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpcInvalidRequest, Message: err.Error()}}
-	case idKeys == 0:
-		return nil
+		return nil, &jsonrpc.Response{ID: id, Error: e}
 	}
-	return &jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpcInvalidRequest, Message: err.Error()}}
+	return nil, &jsonrpc.Response{Error: e}
 }
 
 // envelope reads just the top level of a message that failed the strict

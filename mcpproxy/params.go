@@ -71,7 +71,7 @@ func decodeCall(method string, params json.RawMessage) (*call, error) {
 	bad := func(key, why string) error {
 		return &paramsError{jsonrpcInvalidParams, fmt.Sprintf("the %s request was refused: params.%s: %s", method, key, why)}
 	}
-	if m, present := p["_meta"]; present {
+	if m, present := p["_meta"]; present && m != nil {
 		if c.meta, ok = m.(map[string]any); !ok {
 			return nil, bad("_meta", "not an object")
 		}

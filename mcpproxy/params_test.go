@@ -3,10 +3,12 @@ package mcpproxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -124,4 +126,32 @@ func FuzzForwarded(f *testing.F) {
 			t.Fatalf("a case-insensitive reader sees name %q uri %q, the gateway decided %q %q", folded.Name, folded.URI, c.name, c.uri)
 		}
 	})
+}
+
+func TestReadClientRefusals(t *testing.T) {
+	for _, c := range []struct {
+		in                    string
+		asError, refusedUnder string // "" none, "-" without an id
+	}{
+		{`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a","NAME":"b"}}`, "", "3"},
+		{`{"jsonrpc":"2.0","id":3,"ID":4,"method":"ping"}`, "", "-"},
+		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"REQUESTID":2}}`, "", ""},
+		{`{"jsonrpc":"2.0","id":"e1","result":{"action":"accept","ACTION":"decline"}}`, "e1", ""},
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, "", "-"},
+	} {
+		m, refusal, err := readClient([]byte(c.in))
+		if err == nil {
+			t.Errorf("%s: accepted", c.in)
+			continue
+		}
+		switch {
+		case c.refusedUnder == "" && refusal != nil, c.refusedUnder == "-" && (refusal == nil || refusal.ID.IsValid()),
+			c.refusedUnder != "" && c.refusedUnder != "-" && (refusal == nil || fmt.Sprint(refusal.ID.Raw()) != c.refusedUnder):
+			t.Errorf("%s: refusal %+v, want under %q", c.in, refusal, c.refusedUnder)
+		}
+		r, _ := m.(*jsonrpc.Response)
+		if (c.asError == "") != (m == nil) || (r != nil && (fmt.Sprint(r.ID.Raw()) != c.asError || r.Error == nil)) {
+			t.Errorf("%s: passed on %+v, want an error response under %q", c.in, m, c.asError)
+		}
+	}
 }

@@ -91,12 +91,13 @@ func ServeStdio(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cm
 			m, refusal, err := readClient(line)
 			if err != nil {
 				s.cfg.Log.Warn("a client message was refused", "error", err)
-				if refusal != nil {
-					s.send(s.toClient, refusal)
-				}
-				return
 			}
-			s.fromClient(ctx, m)
+			if refusal != nil {
+				s.send(s.toClient, refusal)
+			}
+			if m != nil {
+				s.fromClient(ctx, m)
+			}
 		})
 	}()
 
