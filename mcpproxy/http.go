@@ -205,7 +205,7 @@ func (h *HTTP) open(ctx context.Context) (*httpSession, string, error) {
 				h.close(id, s)
 				return
 			}
-			s.gate.fromServer(connCtx, m)
+			s.gate.fromServerScreened(connCtx, m)
 		}
 	}()
 	return s, id, nil

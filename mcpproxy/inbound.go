@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -96,4 +97,50 @@ func envelope(b []byte) (id jsonrpc.ID, idKeys int, method bool) {
 		}
 	}
 	return jsonrpc.ID{}, idKeys, method
+}
+
+// screenServer reads what the server sends as strictly as what the client
+// sends: the proxy decides on a tools/list answer (which tools are
+// listed) and relays the server's requests, so an answer whose result,
+// or a request whose params, reads two ways is not passed on. A refused
+// answer becomes an error answer to the client's request; a refused
+// request is answered to the server with an error (reply); a refused
+// notification is dropped.
+func screenServer(m jsonrpc.Message) (pass jsonrpc.Message, reply *jsonrpc.Response, err error) {
+	switch m := m.(type) {
+	case *jsonrpc.Response:
+		if len(m.Result) == 0 {
+			return m, nil, nil
+		}
+		if serr := strictjson.Check(m.Result); serr != nil {
+			err = fmt.Errorf("the MCP server's answer was refused: result: %w", serr)
+			return &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}}, nil, err
+		}
+	case *jsonrpc.Request:
+		if len(m.Params) == 0 {
+			return m, nil, nil
+		}
+		if serr := strictjson.Check(m.Params); serr != nil {
+			err = fmt.Errorf("the MCP server's %s was refused: params: %w", m.Method, serr)
+			if m.IsCall() {
+				reply = &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: jsonrpcInvalidRequest, Message: err.Error()}}
+			}
+			return nil, reply, err
+		}
+	}
+	return m, nil, nil
+}
+
+// fromServerScreened is fromServer behind screenServer.
+func (s *session) fromServerScreened(ctx context.Context, m jsonrpc.Message) {
+	pass, reply, err := screenServer(m)
+	if err != nil {
+		s.cfg.Log.Warn("a server message was refused", "error", err)
+	}
+	if reply != nil {
+		s.send(s.toServer, reply)
+	}
+	if pass != nil {
+		s.fromServer(ctx, pass)
+	}
 }

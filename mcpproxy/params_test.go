@@ -155,3 +155,20 @@ func TestReadClientRefusals(t *testing.T) {
 		}
 	}
 }
+
+func TestScreenServer(t *testing.T) {
+	id, _ := jsonrpc.MakeID(float64(2))
+	pass, reply, err := screenServer(&jsonrpc.Response{ID: id, Result: json.RawMessage(`{"tools":[{"name":"get-env","NAME":"echo"}]}`)})
+	r, _ := pass.(*jsonrpc.Response)
+	if err == nil || reply != nil || r == nil || r.ID != id || r.Error == nil || !strings.Contains(r.Error.Error(), "result: tools[0].NAME") {
+		t.Errorf("an ambiguous answer: %+v %+v %v", pass, reply, err)
+	}
+	pass, reply, err = screenServer(&jsonrpc.Request{ID: id, Method: "elicitation/create", Params: json.RawMessage(`{"message":"a","MESSAGE":"b"}`)})
+	if err == nil || pass != nil || reply == nil || reply.ID != id {
+		t.Errorf("an ambiguous request: %+v %+v %v", pass, reply, err)
+	}
+	ok := &jsonrpc.Response{ID: id, Result: json.RawMessage(`{"tools":[]}`)}
+	if pass, reply, err := screenServer(ok); pass != ok || reply != nil || err != nil {
+		t.Errorf("a plain answer: %+v %+v %v", pass, reply, err)
+	}
+}

@@ -75,7 +75,7 @@ func ServeStdio(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cm
 	go func() {
 		serverDone <- readLines(serverOut, func(line []byte) {
 			if m, ok := serverMessage(line, s.cfg.Log); ok {
-				s.fromServer(ctx, m)
+				s.fromServerScreened(ctx, m)
 			}
 		})
 	}()

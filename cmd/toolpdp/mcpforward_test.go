@@ -85,10 +85,20 @@ type rawStdio struct {
 
 func (f *mcpFixture) rawStdio(t *testing.T, canary string) *rawStdio {
 	t.Helper()
-	c := &rawStdio{t: t, msgs: make(chan rpcMsg, 64), log: filepath.Join(t.TempDir(), "server-stdin.log"), stderr: &syncBuf{}}
+	log := filepath.Join(t.TempDir(), "server-stdin.log")
 	cmd := exec.Command(binary(t), "mcp-proxy", "--addr", "unix://"+f.agentSock, "--agent-id", "mcp", "--server-name", "everything",
-		"--timeout", "15s", "--", "sh", "-c", `tee -a "$0" | exec node "$1" stdio`, c.log, everything(t))
+		"--timeout", "15s", "--", "sh", "-c", `tee -a "$0" | exec node "$1" stdio`, log, everything(t))
 	cmd.Env = append(os.Environ(), "TOOLPDP_TEST_CANARY="+canary)
+	c := startRaw(t, cmd)
+	c.log = log
+	return c
+}
+
+// startRaw starts cmd (a `toolpdp mcp-proxy` over stdio) as the raw
+// client's peer.
+func startRaw(t *testing.T, cmd *exec.Cmd) *rawStdio {
+	t.Helper()
+	c := &rawStdio{t: t, msgs: make(chan rpcMsg, 64), stderr: &syncBuf{}}
 	cmd.Stderr = c.stderr
 	var err error
 	if c.in, err = cmd.StdinPipe(); err != nil {
@@ -494,4 +504,30 @@ func TestMCPProxyHTTPOffLoopbackToken(t *testing.T) {
 	c.initialize()
 	_, m := c.post(echoCall("2", "with the token"))
 	wantEcho(t, m, "with the token")
+}
+
+// The server's answers are read as strictly as the client's requests: a
+// tools/list in which the hidden get-env also says "NAME": "echo" would be
+// filtered as echo and listed as get-env, so it is refused whole.
+func TestMCPProxyRefusesAmbiguousServerAnswer(t *testing.T) {
+	f := startMCPSidecar(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wrapper, _ := filepath.Abs("../../testdata/mcp/ambiguous-list.mjs")
+	cmd := exec.Command(binary(t), "mcp-proxy", "--addr", "unix://"+f.agentSock, "--agent-id", "mcp", "--server-name", "everything",
+		"--timeout", "15s", "--", "node", wrapper, everything(t))
+	c := startRaw(t, cmd)
+	c.send(request("1", "initialize", initializeParams))
+	if m := c.await(ctx, "1"); m.Error != nil {
+		t.Fatalf("initialize: %s", m.raw)
+	}
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	c.send(request("2", "tools/list", `{}`))
+	m := c.await(ctx, "2")
+	if strings.Contains(m.raw, "get-env\"") || m.Error == nil || !strings.Contains(m.Error.Message, `the key "NAME" equals the key "name" ignoring case`) {
+		t.Fatalf("tools/list with an ambiguous tool: %s", m.raw)
+	}
+	// The session goes on.
+	c.send(echoCall("3", "still here"))
+	wantEcho(t, c.await(ctx, "3"), "still here")
 }
