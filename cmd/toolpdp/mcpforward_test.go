@@ -68,6 +68,7 @@ var differentials = []struct {
 	{"resources/read", `{"uri":"demo://resource/dynamic/text/1","URI":"demo://resource/dynamic/text/2"}`, "URI"},
 	{"tools/call", "{\"name\":\"echo\",\"arguments\":{\"message\":\"\xc3(\"}}", "UTF-8"},
 	{"tools/call", `{"name":"echo","name":"get-env","arguments":{}}`, "name"},
+	{"prompts/get", `{"name":"simple-prompt","NAME":"args-prompt"}`, "NAME"},
 }
 
 // rawStdio is a client speaking newline-delimited JSON-RPC to
@@ -223,8 +224,12 @@ func TestMCPProxyForwardsWhatItDecidedStdio(t *testing.T) {
 	if m := c.await(ctx, "4"); m.Error != nil || !strings.Contains(string(m.Result), "contents") {
 		t.Fatalf("resources/read: %s", m.raw)
 	}
+	c.send(request("6", "prompts/get", `{"name":"simple-prompt"}`))
+	if m := c.await(ctx, "6"); m.Error != nil || !strings.Contains(string(m.Result), "messages") {
+		t.Fatalf("prompts/get: %s", m.raw)
+	}
 	serverRead := waitFileContains(t, ctx, c.log, "after the refusals")
-	for _, forbidden := range []string{"get-env", "NAME", "ARGUMENTS", "MESSAGE", "URI", "benign", "the real one", "text/2"} {
+	for _, forbidden := range []string{"get-env", "NAME", "ARGUMENTS", "MESSAGE", "URI", "benign", "the real one", "text/2", "args-prompt"} {
 		if strings.Contains(serverRead, forbidden) {
 			t.Errorf("the server read %q:\n%s", forbidden, serverRead)
 		}
