@@ -11,7 +11,6 @@ package mcpproxy
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -20,7 +19,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -66,6 +64,7 @@ type session struct {
 	relayed     map[jsonrpc.ID]jsonrpc.ID             // proxy id → the server's id, for its requests to the client
 	own         map[jsonrpc.ID]chan *jsonrpc.Response // the proxy's own requests to the client
 	held        map[jsonrpc.ID]context.CancelFunc     // calls waiting for a person
+	outstanding map[jsonrpc.ID]bool                   // client requests not yet answered
 	elicitation bool                                  // the client can be asked (it declared elicitation)
 }
 
@@ -77,7 +76,7 @@ type forwardedCall struct {
 func newSession(cfg Config, id string) *session {
 	return &session{cfg: cfg.withDefaults(), id: id,
 		forwarded: map[jsonrpc.ID]forwardedCall{}, relayed: map[jsonrpc.ID]jsonrpc.ID{},
-		own: map[jsonrpc.ID]chan *jsonrpc.Response{}, held: map[jsonrpc.ID]context.CancelFunc{}}
+		own: map[jsonrpc.ID]chan *jsonrpc.Response{}, held: map[jsonrpc.ID]context.CancelFunc{}, outstanding: map[jsonrpc.ID]bool{}}
 }
 
 // fromClient handles one message the client sent. Calls that need a
@@ -88,6 +87,14 @@ func (s *session) fromClient(ctx context.Context, m jsonrpc.Message) {
 	case *jsonrpc.Request:
 		if !m.IsCall() {
 			s.clientNotification(m)
+			return
+		}
+		if !s.claim(m.ID) {
+			// Answering it would match one answer to two requests: the
+			// server's answer to a tools/list could reach the client as the
+			// answer to a ping, unfiltered.
+			s.send(s.toClient, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: jsonrpcInvalidRequest,
+				Message: fmt.Sprintf("the request id %v is still outstanding (a request under it has not been answered); it was refused and not forwarded", m.ID.Raw())}})
 			return
 		}
 		switch m.Method {
@@ -102,6 +109,14 @@ func (s *session) fromClient(ctx context.Context, m jsonrpc.Message) {
 			s.elicitation = len(p.Capabilities.Elicitation) > 0 && string(p.Capabilities.Elicitation) != "null"
 			s.mu.Unlock()
 			s.forward(m, forwardedCall{method: m.Method})
+		case "prompts/get":
+			// Not decided, but forwarded only as read, like a call.
+			c, err := decodeCall(m.Method, m.Params)
+			if err != nil {
+				s.answerError(m.ID, err)
+				return
+			}
+			s.forward(&jsonrpc.Request{ID: m.ID, Method: m.Method, Params: c.params()}, forwardedCall{method: m.Method})
 		case "tools/call", "resources/read":
 			ctx, cancel := context.WithCancel(ctx)
 			s.mu.Lock()
@@ -159,6 +174,36 @@ func (s *session) clientNotification(m *jsonrpc.Request) {
 	s.send(s.toServer, m)
 }
 
+// claim marks a client request's id outstanding until it is answered;
+// false when it is already.
+func (s *session) claim(id jsonrpc.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.outstanding[id] {
+		return false
+	}
+	s.outstanding[id] = true
+	return true
+}
+
+// answer sends the response to a client request, whose id is then free.
+func (s *session) answer(r *jsonrpc.Response) {
+	s.mu.Lock()
+	delete(s.outstanding, r.ID)
+	s.mu.Unlock()
+	s.send(s.toClient, r)
+}
+
+// answerError answers a request whose params were refused.
+func (s *session) answerError(id jsonrpc.ID, err error) {
+	code, msg := int64(jsonrpcInvalidParams), err.Error()
+	if pe, ok := err.(*paramsError); ok {
+		code = pe.code
+	}
+	s.cfg.Log.Warn("a request was refused and not forwarded", "id", id.Raw(), "error", msg)
+	s.answer(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: msg}})
+}
+
 func (s *session) forward(m *jsonrpc.Request, f forwardedCall) {
 	s.mu.Lock()
 	s.forwarded[m.ID] = f
@@ -174,13 +219,17 @@ func (s *session) fromServer(ctx context.Context, m jsonrpc.Message) {
 		f, ok := s.forwarded[m.ID]
 		delete(s.forwarded, m.ID)
 		s.mu.Unlock()
+		if !ok {
+			s.cfg.Log.Warn("a response from the server to no request the proxy forwarded; dropped", "id", m.ID.Raw())
+			return
+		}
 		switch {
-		case ok && f.method == "tools/list" && m.Error == nil:
+		case f.method == "tools/list" && m.Error == nil:
 			m = s.filterTools(ctx, m)
-		case ok && f.decisionID != "":
+		case f.decisionID != "":
 			s.report(ctx, f.decisionID, m)
 		}
-		s.send(s.toClient, m)
+		s.answer(m)
 	case *jsonrpc.Request:
 		if !m.IsCall() {
 			s.send(s.toClient, m)
@@ -219,11 +268,17 @@ func (s *session) send(to func(jsonrpc.Message) error, m jsonrpc.Message) {
 // decideCall decides a tools/call or resources/read and forwards it,
 // answers it with the refusal, or holds it until a person answers.
 func (s *session) decideCall(ctx context.Context, m *jsonrpc.Request) {
-	tool, args, meta, err := callOf(m)
+	c, err := decodeCall(m.Method, m.Params)
 	if err != nil {
-		s.refuse(m, err.Error(), false)
+		s.answerError(m.ID, err)
 		return
 	}
+	tool, args, err := c.decided()
+	if err != nil {
+		s.answerError(m.ID, err)
+		return
+	}
+	meta := c.progressToken()
 	req := &pb.DecideRequest{AgentId: s.cfg.AgentID, SessionId: s.id, ToolName: tool, Server: s.cfg.ServerName,
 		Args: args, CallId: "mcp-" + uuid.NewString()}
 	callCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
@@ -240,7 +295,11 @@ func (s *session) decideCall(ctx context.Context, m *jsonrpc.Request) {
 	}
 	switch decision {
 	case pb.Decision_DECISION_ALLOW:
-		s.forward(m, forwardedCall{method: m.Method, decisionID: reportID})
+		// What goes upstream is encoded from what was decided, never the
+		// client's bytes; the log ties it to the decision.
+		params := c.params()
+		s.cfg.Log.Info("call forwarded", "method", m.Method, "tool", tool, "decision_id", resp.GetDecisionId(), "params", clip(string(params), 2048))
+		s.forward(&jsonrpc.Request{ID: m.ID, Method: m.Method, Params: params}, forwardedCall{method: m.Method, decisionID: reportID})
 	default:
 		if message == "" {
 			message = fmt.Sprintf("%s was denied by policy", what(m, tool))
@@ -338,7 +397,7 @@ func (s *session) refuse(m *jsonrpc.Request, message string, halt bool) {
 	} else {
 		r = &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: codeRefused, Message: message}}
 	}
-	s.send(s.toClient, r)
+	s.answer(r)
 	if halt {
 		s.end(message)
 	}
@@ -424,36 +483,6 @@ func (s *session) report(ctx context.Context, decisionID string, m *jsonrpc.Resp
 	if r.GetHalt() {
 		s.cfg.Log.Warn("the session reached its cap of consecutive failures", "session", s.id)
 	}
-}
-
-// callOf reads a tools/call's tool and arguments, or a resources/read's
-// uri (decided as the tool "resources/read"), and the progress token.
-func callOf(m *jsonrpc.Request) (tool string, args *structpb.Struct, progressToken any, err error) {
-	var p struct {
-		Name      string         `json:"name"`
-		Arguments map[string]any `json:"arguments"`
-		URI       *string        `json:"uri"`
-		Meta      struct {
-			ProgressToken any `json:"progressToken"`
-		} `json:"_meta"`
-	}
-	if err := json.Unmarshal(m.Params, &p); err != nil {
-		return "", nil, nil, fmt.Errorf("the %s request's params could not be read (%v), so it was not run", m.Method, err)
-	}
-	if m.Method == "resources/read" {
-		if p.URI == nil {
-			return "", nil, nil, errors.New("resources/read names no uri, so it was not run")
-		}
-		p.Name, p.Arguments = "resources/read", map[string]any{"uri": *p.URI}
-	}
-	if p.Name == "" {
-		return "", nil, nil, errors.New("tools/call names no tool, so it was not run")
-	}
-	args, err = structpb.NewStruct(p.Arguments)
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("the arguments of %s are not JSON the policy can read (%v), so it was not run", p.Name, err)
-	}
-	return p.Name, args, p.Meta.ProgressToken, nil
 }
 
 func what(m *jsonrpc.Request, tool string) string {

@@ -87,13 +87,22 @@ func (h *HTTP) post(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the message could not be read: "+err.Error(), http.StatusRequestEntityTooLarge)
 		return
 	}
-	if len(body) > 0 && body[0] == '[' {
-		http.Error(w, "JSON-RPC batches are not accepted: each message is decided on its own", http.StatusBadRequest)
-		return
-	}
-	msg, err := jsonrpc.DecodeMessage(body)
+	msg, refusal, err := readClient(body)
 	if err != nil {
-		http.Error(w, "not a JSON-RPC message: "+err.Error(), http.StatusBadRequest)
+		h.cfg.Log.Warn("a client message was refused", "error", err)
+		// A request refused under its id is answered as JSON-RPC answers
+		// it; anything else is a bad request.
+		code := http.StatusOK
+		if refusal == nil || !refusal.ID.IsValid() {
+			code = http.StatusBadRequest
+		}
+		if refusal == nil {
+			refusal = &jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpcInvalidRequest, Message: err.Error()}}
+		}
+		if s := h.lookup(r); s != nil && msg != nil {
+			s.gate.fromClient(context.Background(), msg) // a refused answer, passed on as an error
+		}
+		writeResponse(w, code, refusal)
 		return
 	}
 	s := h.lookup(r)
@@ -118,8 +127,18 @@ func (h *HTTP) post(w http.ResponseWriter, r *http.Request) {
 	}
 	ch := make(chan *jsonrpc.Response, 1)
 	s.mu.Lock()
-	s.waiting[req.ID] = ch
+	_, dup := s.waiting[req.ID]
+	if !dup {
+		s.waiting[req.ID] = ch
+	}
 	s.mu.Unlock()
+	if dup {
+		// The POST waiting under this id keeps it; this one is refused,
+		// never matched to the other's answer.
+		writeResponse(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpcInvalidRequest,
+			Message: fmt.Sprintf("the request id %v is still outstanding (a request under it has not been answered); it was refused and not forwarded", req.ID.Raw())}})
+		return
+	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.waiting, req.ID)
@@ -129,17 +148,22 @@ func (h *HTTP) post(w http.ResponseWriter, r *http.Request) {
 	s.gate.fromClient(r.Context(), msg)
 	select {
 	case resp := <-ch:
-		b, err := jsonrpc.EncodeMessage(resp)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(b)
+		writeResponse(w, http.StatusOK, resp)
 	case <-r.Context().Done():
 	case <-time.After(responseWaitLimit):
 		http.Error(w, "no response in time", http.StatusGatewayTimeout)
 	}
+}
+
+func writeResponse(w http.ResponseWriter, code int, resp *jsonrpc.Response) {
+	b, err := jsonrpc.EncodeMessage(resp)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
 }
 
 // open starts a session: the upstream connection and its reader.
@@ -181,7 +205,7 @@ func (h *HTTP) open(ctx context.Context) (*httpSession, string, error) {
 				h.close(id, s)
 				return
 			}
-			s.gate.fromServer(connCtx, m)
+			s.gate.fromServerScreened(connCtx, m)
 		}
 	}()
 	return s, id, nil

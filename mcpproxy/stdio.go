@@ -73,18 +73,32 @@ func ServeStdio(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cm
 
 	serverDone := make(chan error, 1)
 	go func() {
-		serverDone <- readLines(serverOut, func(m jsonrpc.Message) { s.fromServer(ctx, m) }, s.cfg.Log)
+		serverDone <- readLines(serverOut, func(line []byte) {
+			if m, ok := serverMessage(line, s.cfg.Log); ok {
+				s.fromServerScreened(ctx, m)
+			}
+		})
 	}()
 	clientDone := make(chan error, 1)
 	go func() {
-		clientDone <- readLines(in, func(m jsonrpc.Message) {
+		clientDone <- readLines(in, func(line []byte) {
 			clientMu.Lock()
 			h := halted
 			clientMu.Unlock()
-			if !h {
+			if h {
+				return
+			}
+			m, refusal, err := readClient(line)
+			if err != nil {
+				s.cfg.Log.Warn("a client message was refused", "error", err)
+			}
+			if refusal != nil {
+				s.send(s.toClient, refusal)
+			}
+			if m != nil {
 				s.fromClient(ctx, m)
 			}
-		}, s.cfg.Log)
+		})
 	}()
 
 	var result error
@@ -127,22 +141,14 @@ func writeLine(w io.Writer, m jsonrpc.Message) error {
 	return err
 }
 
-// readLines decodes newline-delimited JSON-RPC messages until EOF. A line
-// that is not a JSON-RPC message is logged and skipped (a server printing
-// to stdout by mistake); a batch is refused, since MCP has none since
-// 2025-06-18 and the proxy decides every call on its own.
-func readLines(r io.Reader, handle func(jsonrpc.Message), log interface{ Warn(string, ...any) }) error {
+// readLines hands on the non-blank lines of a newline-delimited stream
+// until EOF.
+func readLines(r io.Reader, handle func(line []byte)) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
 		line, err := readLine(br)
 		if len(bytes.TrimSpace(line)) > 0 {
-			if bytes.HasPrefix(bytes.TrimSpace(line), []byte("[")) {
-				log.Warn("a JSON-RPC batch was dropped: each message is decided on its own, send them one by one")
-			} else if m, derr := jsonrpc.DecodeMessage(line); derr != nil {
-				log.Warn("a line that is not a JSON-RPC message was dropped", "error", derr)
-			} else {
-				handle(m)
-			}
+			handle(line)
 		}
 		if err == io.EOF {
 			return nil
@@ -151,6 +157,22 @@ func readLines(r io.Reader, handle func(jsonrpc.Message), log interface{ Warn(st
 			return err
 		}
 	}
+}
+
+// serverMessage decodes a line from the server. One that is not a
+// JSON-RPC message is logged and skipped (a server printing to stdout by
+// mistake), and so is a batch, since MCP has none since 2025-06-18.
+func serverMessage(line []byte, log interface{ Warn(string, ...any) }) (jsonrpc.Message, bool) {
+	if bytes.HasPrefix(bytes.TrimSpace(line), []byte("[")) {
+		log.Warn("a JSON-RPC batch from the server was dropped")
+		return nil, false
+	}
+	m, err := jsonrpc.DecodeMessage(line)
+	if err != nil {
+		log.Warn("a line that is not a JSON-RPC message was dropped", "error", err)
+		return nil, false
+	}
+	return m, true
 }
 
 func readLine(br *bufio.Reader) ([]byte, error) {

@@ -137,6 +137,21 @@ func TestAskEndToEnd(t *testing.T) {
 	if strings.Contains(string(page), plantedSecret) || !strings.Contains(string(page), ask.DecisionId) {
 		t.Errorf("console /api/pending:\n%s", page)
 	}
+	// The console's API reads strictly: a body that is an allow to one
+	// reader and a deny to another is refused, and the ask stays open
+	// (it is answered below).
+	req, _ = http.NewRequest("POST", "http://"+consoleAddr+"/api/confirm",
+		strings.NewReader(`{"decision_id":"`+ask.DecisionId+`","result":"deny","RESULT":"allow"}`))
+	req.Header.Set("Authorization", "Bearer "+aliceToken)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(page), `RESULT: the key \"RESULT\" equals the key \"result\" ignoring case`) {
+		t.Fatalf("console confirm with a case-variant key: %d %s", resp.StatusCode, page)
+	}
 
 	// The agent waits; `toolpdp confirm` answers; the wait ends within a second.
 	type awaited struct {

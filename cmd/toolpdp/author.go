@@ -14,6 +14,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/topdown"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/toolpdp/toolpdp/internal/strictjson"
 	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/policy"
@@ -339,6 +340,9 @@ func decide(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return err
 	}
 	var req pb.DecideRequest
+	if err := strictjson.Check(raw); err != nil {
+		return fmt.Errorf("stdin: not a DecideRequest: %w", err)
+	}
 	if err := protojson.Unmarshal(raw, &req); err != nil {
 		return fmt.Errorf("stdin: not a DecideRequest: %w", err)
 	}

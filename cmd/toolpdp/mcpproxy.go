@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/toolpdp/toolpdp/mcpproxy"
+	"github.com/toolpdp/toolpdp/pdp/tokenfile"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -32,9 +33,12 @@ func mcpProxy(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	timeout := fs.Duration("timeout", mcpproxy.DefaultTimeout, "bound on one call to the sidecar; past it the MCP call is refused, never forwarded")
 	listen := fs.String("listen", "", "serve streamable HTTP on this address (with --upstream-url) instead of wrapping a command over stdio")
 	upstream := fs.String("upstream-url", "", "the MCP server's streamable HTTP URL (with --listen)")
+	var allowedOrigins listFlag
+	fs.Var(&allowedOrigins, "allowed-origin", "with --listen: a browser origin (scheme://host[:port]) allowed besides loopback ones; a request with any other Origin is refused (repeatable)")
+	listenToken := fs.String("listen-token-file", "", "with --listen: file holding the bearer token every HTTP client must send, re-read when it changes (required when --listen is not loopback)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error (the log goes to stderr)")
 	withSynopsis(fs, "toolpdp mcp-proxy --agent-id A --server-name S [--addr ADDR] [--token-file F] -- COMMAND ARGS...\n"+
-		"       toolpdp mcp-proxy --agent-id A --server-name S [--addr ADDR] --listen ADDR --upstream-url URL")
+		"       toolpdp mcp-proxy --agent-id A --server-name S [--addr ADDR] --listen ADDR --upstream-url URL [--allowed-origin ORIGIN]... [--listen-token-file F]")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -45,6 +49,9 @@ func mcpProxy(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return errUsage
 	case httpMode && (*listen == "" || *upstream == "" || fs.NArg() > 0):
 		fmt.Fprintln(stderr, "toolpdp mcp-proxy: --listen and --upstream-url go together, without a command")
+		return errUsage
+	case !httpMode && (len(allowedOrigins) > 0 || *listenToken != ""):
+		fmt.Fprintln(stderr, "toolpdp mcp-proxy: --allowed-origin and --listen-token-file go with --listen")
 		return errUsage
 	case !httpMode && fs.NArg() == 0:
 		fmt.Fprintln(stderr, "toolpdp mcp-proxy: give the MCP server's command after --, or --listen and --upstream-url")
@@ -72,15 +79,15 @@ func mcpProxy(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	cfg := mcpproxy.Config{Sidecar: pb.NewDecisionServiceClient(conn), AgentID: *agentID, ServerName: *serverName, Timeout: *timeout, Log: log}
 
 	if httpMode {
+		front, err := httpFront(ctx, cfg, *upstream, *listen, allowedOrigins, *listenToken, log)
+		if err != nil {
+			return err
+		}
 		l, err := net.Listen("tcp", *listen)
 		if err != nil {
 			return err
 		}
-		h, err := mcpproxy.NewHTTP(cfg, *upstream)
-		if err != nil {
-			return err
-		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			<-ctx.Done()
 			shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -100,6 +107,32 @@ func mcpProxy(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return exitCode(1)
 	}
 	return err
+}
+
+// httpFront is the HTTP endpoint behind its checks: Origin, and off
+// loopback a bearer token.
+func httpFront(ctx context.Context, cfg mcpproxy.Config, upstream, listen string, origins []string, tokenPath string, log *slog.Logger) (http.Handler, error) {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %q: not host:port: %w", listen, err)
+	}
+	var token func() (string, error)
+	switch {
+	case tokenPath != "":
+		f, err := tokenfile.Open(tokenPath, 16, "--listen-token-file", log)
+		if err != nil {
+			return nil, err
+		}
+		go f.Run(ctx, tokenfile.DefaultRefresh)
+		token = f.Token
+	case !mcpproxy.IsLoopbackHost(host):
+		return nil, fmt.Errorf("--listen %q is not loopback: anyone who reaches it could call the MCP server as this agent, so pass --listen-token-file FILE (a bearer token every client must send)", listen)
+	}
+	h, err := mcpproxy.NewHTTP(cfg, upstream)
+	if err != nil {
+		return nil, err
+	}
+	return mcpproxy.NewFront(h, origins, token)
 }
 
 // fileToken sends the bearer token in a file, read again on every call so

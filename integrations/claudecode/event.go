@@ -29,6 +29,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/toolpdp/toolpdp/internal/strictjson"
 )
 
 // Event names this package handles, as Claude Code writes them.
@@ -77,6 +79,12 @@ func ParseEvent(r io.Reader) (*Event, error) {
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, errors.New("no hook event on stdin (expected one JSON object)")
+	}
+	// Read strictly: Go matches keys ignoring case, the last duplicate
+	// winning, so a tool_input with "command" and "COMMAND" would be
+	// decided on one and run with the other.
+	if err := strictjson.Check(raw); err != nil {
+		return nil, fmt.Errorf("the hook event is not a JSON object of Claude Code's shape: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	var ev Event

@@ -54,10 +54,13 @@ func TestParseEvent(t *testing.T) {
 		`{"hook_event_name": "Stop"}`:       `"Stop" is not handled`,
 		`{"tool_name": "Read"}`:             "hook_event_name: required",
 		strings.Replace(ok, `"t"`, `""`, 1): "tool_use_id: required",
-		strings.Replace(ok, `{"file_path": "/a"}`, `["/a"]`, 1): "tool_input: not a JSON object",
-		`{"hook_event_name": "SessionEnd"}`:                     "session_id: required",
-		`{"hook_event_name": "PreToolUse", "session_id": 7}`:    "not a JSON object",
-		strings.Repeat(" ", MaxEventBytes+1):                    "larger than",
+		strings.Replace(ok, `{"file_path": "/a"}`, `["/a"]`, 1):                                      "tool_input: not a JSON object",
+		`{"hook_event_name": "SessionEnd"}`:                                                          "session_id: required",
+		`{"hook_event_name": "PreToolUse", "session_id": 7}`:                                         "not a JSON object",
+		strings.Repeat(" ", MaxEventBytes+1):                                                         "larger than",
+		strings.Replace(ok, `"file_path": "/a"`, `"file_path": "/a", "FILE_PATH": "/etc/shadow"`, 1): `tool_input.FILE_PATH: the key "FILE_PATH" equals the key "file_path" ignoring case`,
+		strings.Replace(ok, `"tool_name": "Read"`, `"tool_name": "Read", "tool_name": "Bash"`, 1):    `tool_name: the key "tool_name" appears twice`,
+		strings.Replace(ok, `"/a"`, "\"/a\xff\"", 1):                                                 "not valid UTF-8",
 	} {
 		if _, err := ParseEvent(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%.60q: %v; want an error with %q", in, err, want)

@@ -10,6 +10,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"embed"
@@ -26,6 +27,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/toolpdp/toolpdp/internal/strictjson"
 	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/approver"
 	"github.com/toolpdp/toolpdp/pdp/askview"
@@ -284,7 +286,18 @@ func (s *Console) confirm(w http.ResponseWriter, r *http.Request, who approverOf
 		DenyMessage string `json:"deny_message"`
 		Remember    bool   `json:"remember"`
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxConfirmBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfirmBody))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the body could not be read: " + err.Error()})
+		return
+	}
+	// Read strictly: a "result" and a "RESULT" must not be one answer to
+	// this reader and another to the next.
+	if err := strictjson.Check(body); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the body is not a confirmation: " + err.Error()})
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the body is not a confirmation: " + err.Error()})

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/toolpdp/toolpdp/internal/strictjson"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -139,6 +140,11 @@ func Parse(name string, raw []byte) (*File, error) {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		raw = j
+	}
+	// Read strictly, as the sidecar's other inputs an agent can shape:
+	// a test must mean one thing to every reader of it.
+	if err := strictjson.Check(raw); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
