@@ -63,7 +63,13 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 		return nil, err
 	}
 	final := &pb.DecideResponse{Decision: answer, Message: personDenied(req.GetDenyMessage())}
-	if answer == pb.Decision_DECISION_ALLOW {
+	switch change := definitionChange(&ask); {
+	case answer != pb.Decision_DECISION_ALLOW:
+	case change != nil:
+		if final, err = e.keepDefinition(ctx, &ask, change); err != nil {
+			return nil, storeError(err)
+		}
+	default:
 		final = e.redecide(ctx, &ask, now)
 	}
 	got, found, answered, err := e.state.store.Answer(ctx, id, ws, func(c *session.Call) {

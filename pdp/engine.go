@@ -310,8 +310,14 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	key := session.Key{Workspace: ws, Agent: agentID, Session: req.GetSessionId()}
 	evalStart := time.Now()
 	agent, resp := e.pin(ctx, a, key, current)
+	asked := req // what the person is shown of an ask
 	if resp == nil {
 		resp = e.evaluate(ctx, a, agentID, agent, current, req)
+		if definitionAsk, only := e.gateTool(ctx, a, ws, current, req, resp); only != nil {
+			resp, asked = definitionAsk, only
+		} else {
+			resp = definitionAsk
+		}
 	}
 	took := time.Since(evalStart)
 	evalNs := took.Nanoseconds()
@@ -319,16 +325,19 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	max := agent.Denials()
 	call := &session.Call{Workspace: ws, DecisionID: resp.DecisionId, CallID: req.GetCallId(), AgentID: agentID, SessionID: req.GetSessionId(),
 		ToolName: req.GetToolName(), Created: now, MaxDenials: max, Epoch: a.epoch}
-	if req.GetCallId() != "" {
+	switch {
+	case asked != req: // an ask about a tool's definition is not the call's: no call id, never remembered
+		call.CallID = ""
+	case req.GetCallId() != "":
 		call.Signature = session.CallSignature(req)
 	}
-	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" {
+	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" && asked == req {
 		e.rememberedApproval(ctx, a.snap, call, req, resp, now)
 	}
 	call.Decision, call.Message = resp.Decision, resp.Message
 	if resp.Decision == pb.Decision_DECISION_ASK {
 		// What the person is shown and what Confirm decides again.
-		call.Request, _ = proto.Marshal(req)
+		call.Request, _ = proto.Marshal(asked)
 		call.Response, _ = proto.Marshal(resp)
 	}
 	ev := AskEvent{Call: *call} // before the store shares it
