@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -282,5 +283,57 @@ func TestMCPProxyToolPins(t *testing.T) {
 		if err != nil || resp.GetDecision() != pb.Decision_DECISION_DENY || len(resp.GetReasons()) != 1 || resp.GetReasons()[0].GetRule() != want {
 			t.Errorf("Decide %s: %v %v; want a deny by %s", tool, resp, err, want)
 		}
+	}
+}
+
+// In HTTP mode, a client that calls a tool without listing first is
+// checked all the same: the proxy lists the server's tools itself. The
+// kept definition is primed through FilterTools, as another gateway
+// connection would have listed an older release of the server.
+func TestMCPProxyHTTPToolDefinitionChanged(t *testing.T) {
+	f := startPinSidecar(t, mcpAgents)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	older := `{"name":"echo","description":"Echoes, as release 1 said","inputSchema":{"type":"object"}}`
+	fr, err := f.client.FilterTools(ctx, &pb.FilterToolsRequest{AgentId: "mcp", Tools: []*pb.ToolRef{{Name: "echo", Server: "everything", Definition: older}}})
+	if err != nil || len(fr.GetVisible()) != 1 || fr.GetVisible()[0].GetDefinition() != "" {
+		t.Fatalf("the first listing is trusted (and no definition is sent back): %v %v", fr, err)
+	}
+	upAddr, proxyAddr := freePort(t), freePort(t)
+	_, upPort, _ := net.SplitHostPort(upAddr)
+	up := startBinaryEnv(t, "node", []string{"PORT=" + upPort}, everything(t), "streamableHttp")
+	waitHTTP(t, "http://"+upAddr+"/mcp", up)
+	proxy := start(t, "mcp-proxy", "--addr", "unix://"+f.agentSock, "--agent-id", "mcp", "--server-name", "everything",
+		"--listen", proxyAddr, "--upstream-url", "http://"+upAddr+"/mcp", "--timeout", "15s")
+	waitHTTP(t, "http://"+proxyAddr+"/", proxy)
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolpdp-test-agent", Version: "1"}, nil)
+	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + proxyAddr + "/"}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\nproxy: %s", err, proxy.stderr.String())
+	}
+	defer s.Close()
+
+	done := callAsync(ctx, s, "echo", map[string]any{"message": "called without listing"})
+	ask := waitPending(t, ctx, f.approver, "echo")
+	c := ask.GetDefinitionChange()
+	if c == nil || !strings.Contains(c.GetKeptDefinition(), "as release 1 said") || !strings.Contains(c.GetNewDefinition(), "Echoes back the input string") {
+		t.Fatalf("the ask: %v", ask)
+	}
+	if _, err := f.approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ask.GetDecisionId(), Result: "allow"}); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res.err != nil || res.r.IsError || !strings.Contains(toolText(res.r), "called without listing") {
+		t.Fatalf("echo after the allow: %v %+v", res.err, res.r)
+	}
+	list, err := s.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tool := range list.Tools {
+		found = found || tool.Name == "echo"
+	}
+	if !found {
+		t.Fatalf("echo not listed after its definition was allowed: %d tools", len(list.Tools))
 	}
 }
