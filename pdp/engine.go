@@ -342,6 +342,9 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	}
 	ev := AskEvent{Call: *call} // before the store shares it
 	halt, err := e.state.store.Decided(ctx, call, now)
+	if asked != req && err == nil {
+		e.noteDefinitionAsk(ctx, ws, agentID, resp)
+	}
 	if e.state.result("decided", err) != nil && (key.Session != "" || resp.Decision == pb.Decision_DECISION_ASK) {
 		// The count was not kept, or nobody could answer the ask: fail closed.
 		resp.Reasons, resp.Message, resp.Execution = nil, "", nil

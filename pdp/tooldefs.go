@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolpdp/toolpdp/pdp/decisionlog"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	"github.com/toolpdp/toolpdp/pdp/session"
 	"github.com/toolpdp/toolpdp/pdp/tooldef"
@@ -211,4 +213,62 @@ func definitionChange(ask *session.Call) *pb.ToolDefinitionChange {
 		return nil
 	}
 	return resp.GetDefinitionChange()
+}
+
+// noteDefinitionAsk keeps a new ask about a changed definition beside the
+// record, so that one person's answer answers every ask about the same
+// change (several sessions, several replicas). Best effort: an ask not
+// noted is answered on its own.
+func (e *Engine) noteDefinitionAsk(ctx context.Context, ws, agentID string, resp *pb.DecideResponse) {
+	change := resp.GetDefinitionChange()
+	store, ok := e.state.store.(session.ToolDigests)
+	if change == nil || !ok || resp.GetDecision() != pb.Decision_DECISION_ASK {
+		return
+	}
+	k := session.ToolKey{Workspace: ws, Agent: agentID, Server: change.GetServer(), Tool: change.GetTool()}
+	if err := store.AskTool(ctx, k, change.GetNewDigest(), resp.GetDecisionId()); e.state.result("tool_digest", err) != nil {
+		e.log.Warn("an ask about a changed tool definition was not noted; it is answered on its own", "decision_id", resp.GetDecisionId(), "error", err.Error())
+	}
+}
+
+// definitionSiblings are the other asks about the same changed definition
+// as ask, still noted beside its record.
+func (e *Engine) definitionSiblings(ctx context.Context, ask *session.Call, change *pb.ToolDefinitionChange) []string {
+	store, ok := e.state.store.(session.ToolDigests)
+	if !ok {
+		return nil
+	}
+	k := session.ToolKey{Workspace: ask.Workspace, Agent: ask.AgentID, Server: change.GetServer(), Tool: change.GetTool()}
+	rec, found, err := store.ToolRecord(ctx, k)
+	if e.state.result("tool_digest", err) != nil || !found || rec.SeenDigest != change.GetNewDigest() {
+		return nil
+	}
+	var out []string
+	for _, id := range rec.Asks {
+		if id != ask.DecisionID {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// answerSiblings gives the asks about the same changed definition the
+// answer one of them got, each recorded in the decision log; those
+// answered meanwhile, expired or forgotten are left as they are.
+func (e *Engine) answerSiblings(ctx context.Context, ws, by string, req *pb.ConfirmRequest, siblings []string, final *pb.DecideResponse, now time.Time) {
+	for _, id := range siblings {
+		got, found, answered, err := e.state.store.Answer(ctx, id, ws, func(c *session.Call) {
+			c.Answer, c.AnsweredBy = final.Decision, by
+			if final.Decision == pb.Decision_DECISION_DENY {
+				c.AnswerMessage = final.Message
+			}
+		}, now)
+		if e.state.result("answer", err) != nil || found != session.Found || !answered || got == nil {
+			continue
+		}
+		one := &pb.ConfirmRequest{DecisionId: id, Result: req.GetResult(), DenyMessage: req.GetDenyMessage()}
+		e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Confirmation, At: now, Confirm: one, Call: logCall(got), Halt: got.Halt,
+			AnsweredBy: by, Outcome: policy.EffectName(final.Decision)})
+		e.tell(AskEvent{Answered: true, Call: *got})
+	}
 }

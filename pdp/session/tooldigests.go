@@ -20,14 +20,20 @@ import (
 type ToolKey struct{ Workspace, Agent, Server, Tool string }
 
 // ToolRecord is what the store keeps of a tool's definition: the digest
-// and canonical definition kept, and a different one seen since (Seen
-// empty: none).
+// and canonical definition kept, a different one seen since (Seen empty:
+// none), and the asks a person was given about that one (so that one
+// answer answers them all).
 type ToolRecord struct {
 	Digest     string
 	Definition []byte
 	SeenDigest string
 	Seen       []byte
+	Asks       []string // decision ids, oldest first, at most MaxToolAsks
 }
+
+// MaxToolAsks bounds the asks about one changed definition that one
+// answer also answers; older ones are answered one by one.
+const MaxToolAsks = 32
 
 // Changed reports whether the server's latest definition differs from the
 // one kept.
@@ -55,23 +61,30 @@ type ToolDigests interface {
 	// KeepTool makes def (digest) the kept definition of k — a person
 	// allowed it — and clears the seen note when it is that definition.
 	KeepTool(ctx context.Context, k ToolKey, digest string, def []byte) error
+	// AskTool notes askID as an ask about k's seen definition, when that
+	// is still seenDigest.
+	AskTool(ctx context.Context, k ToolKey, seenDigest, askID string) error
 }
 
-// A record is written as its four parts joined by newlines: a digest has
-// none, and neither has canonical JSON (it escapes every control
-// character and puts no space between tokens).
+// A record is written as its five parts joined by newlines — digest,
+// definition, seen digest, seen definition, the asks' ids joined by
+// commas: a digest or an id has no newline, and neither has canonical JSON
+// (it escapes every control character and puts no space between tokens).
 func (r ToolRecord) encode() string {
-	return r.Digest + "\n" + string(r.Definition) + "\n" + r.SeenDigest + "\n" + string(r.Seen)
+	return r.Digest + "\n" + string(r.Definition) + "\n" + r.SeenDigest + "\n" + string(r.Seen) + "\n" + strings.Join(r.Asks, ",")
 }
 
 func decodeToolRecord(s string) (ToolRecord, error) {
-	parts := strings.SplitN(s, "\n", 4)
-	if len(parts) != 4 || parts[0] == "" {
-		return ToolRecord{}, errors.New("a tool record that is not digest, definition, seen digest and seen definition")
+	parts := strings.SplitN(s, "\n", 5)
+	if len(parts) != 5 || parts[0] == "" {
+		return ToolRecord{}, errors.New("a tool record that is not digest, definition, seen digest, seen definition and asks")
 	}
 	r := ToolRecord{Digest: parts[0], Definition: []byte(parts[1]), SeenDigest: parts[2]}
 	if parts[3] != "" {
 		r.Seen = []byte(parts[3])
+	}
+	if parts[4] != "" {
+		r.Asks = strings.Split(parts[4], ",")
 	}
 	return r, nil
 }
@@ -119,11 +132,11 @@ func (t *toolTable) see(k ToolKey, digest string, def []byte) (ToolRecord, error
 		if cur.SeenDigest == "" {
 			return cur, nil
 		}
-		cur.SeenDigest, cur.Seen = "", nil
+		cur.SeenDigest, cur.Seen, cur.Asks = "", nil, nil
 	case cur.SeenDigest == digest:
 		return cur, nil
 	default:
-		cur.SeenDigest, cur.Seen = digest, def
+		cur.SeenDigest, cur.Seen, cur.Asks = digest, def, nil
 	}
 	t.put(k, cur)
 	return cur, nil
@@ -142,7 +155,21 @@ func (t *toolTable) keep(k ToolKey, digest string, def []byte) {
 	cur := t.records[k]
 	cur.Digest, cur.Definition = digest, def
 	if cur.SeenDigest == digest {
-		cur.SeenDigest, cur.Seen = "", nil
+		cur.SeenDigest, cur.Seen, cur.Asks = "", nil, nil
+	}
+	t.put(k, cur)
+}
+
+func (t *toolTable) ask(k ToolKey, seenDigest, askID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur, ok := t.records[k]
+	if !ok || cur.SeenDigest != seenDigest {
+		return
+	}
+	cur.Asks = append(append([]string(nil), cur.Asks...), askID)
+	if len(cur.Asks) > MaxToolAsks {
+		cur.Asks = cur.Asks[len(cur.Asks)-MaxToolAsks:]
 	}
 	t.put(k, cur)
 }
@@ -158,5 +185,10 @@ func (m *Memory) ToolRecord(_ context.Context, k ToolKey) (ToolRecord, bool, err
 
 func (m *Memory) KeepTool(_ context.Context, k ToolKey, digest string, def []byte) error {
 	m.tools.keep(k, digest, def)
+	return nil
+}
+
+func (m *Memory) AskTool(_ context.Context, k ToolKey, seenDigest, askID string) error {
+	m.tools.ask(k, seenDigest, askID)
 	return nil
 }

@@ -62,3 +62,8 @@ func (f *File) KeepTool(ctx context.Context, k ToolKey, digest string, def []byt
 	_ = f.Memory.KeepTool(ctx, k, digest, def)
 	return f.sync()
 }
+
+func (f *File) AskTool(ctx context.Context, k ToolKey, seenDigest, askID string) error {
+	_ = f.Memory.AskTool(ctx, k, seenDigest, askID)
+	return f.sync()
+}

@@ -69,6 +69,22 @@ func toolContract(t *testing.T, s ToolDigests) {
 	if got, found, err := s.ToolRecord(ctx, k); !found || err != nil || got.SeenDigest != "d2" || got.Digest != "d1" {
 		t.Fatalf("ToolRecord after the change: %+v %v %v", got, found, err)
 	}
+	// Asks about the seen definition are noted, bounded; one about another
+	// definition is not.
+	for i := range MaxToolAsks + 2 {
+		if err := s.AskTool(ctx, k, "d2", fmt.Sprint("ask", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AskTool(ctx, k, "d9", "stale"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := s.ToolRecord(ctx, k); len(got.Asks) != MaxToolAsks || got.Asks[0] != "ask2" || got.Asks[MaxToolAsks-1] != fmt.Sprint("ask", MaxToolAsks+1) || got.SeenDigest != "d2" {
+		t.Fatalf("asks noted: %+v", got.Asks)
+	}
+	if r := see(k, "d2", `{"description":"x\\ny","name":"echo"}`); len(r.Asks) != MaxToolAsks {
+		t.Fatalf("seen again, the asks stay: %+v", r)
+	}
 	// Another agent, workspace or server is another record.
 	for _, other := range []ToolKey{{"ws", "b", "srv", "echo"}, {"", "a", "srv", "echo"}, {"ws", "a", "other", "echo"}} {
 		if r := see(other, "d2", `{}`); r.Digest != "d2" || r.Changed() {
@@ -76,7 +92,7 @@ func toolContract(t *testing.T, s ToolDigests) {
 		}
 	}
 	// Back to the kept definition: no longer changed.
-	if r := see(k, "d1", `{"name":"echo"}`); r.Changed() || r.SeenDigest != "" {
+	if r := see(k, "d1", `{"name":"echo"}`); r.Changed() || r.SeenDigest != "" || len(r.Asks) != 0 {
 		t.Fatalf("back to the kept: %+v", r)
 	}
 	see(k, "d3", `{"name":"echo","title":"3"}`)
@@ -91,8 +107,20 @@ func toolContract(t *testing.T, s ToolDigests) {
 	if err := s.KeepTool(ctx, k, "d5", []byte(`{"name":"echo","title":"5"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, _ := s.ToolRecord(ctx, k); got.Digest != "d5" || got.SeenDigest != "d4" {
+	if err := s.AskTool(ctx, k, "d4", "ask-d4"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.KeepTool(ctx, k, "d5", []byte(`{"name":"echo","title":"5"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := s.ToolRecord(ctx, k); got.Digest != "d5" || got.SeenDigest != "d4" || len(got.Asks) != 1 {
 		t.Fatalf("kept beside a newer change: %+v", got)
+	}
+	if err := s.KeepTool(ctx, k, "d4", []byte(`{"name":"echo","title":"4"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := s.ToolRecord(ctx, k); got.Digest != "d4" || got.Changed() || len(got.Asks) != 0 {
+		t.Fatalf("the seen one kept: %+v", got)
 	}
 	// The bound: new tools of one server beyond it are refused, known ones not.
 	full := ToolKey{"ws", "flood", "srv", ""}
