@@ -313,10 +313,9 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	asked := req // what the person is shown of an ask
 	if resp == nil {
 		resp = e.evaluate(ctx, a, agentID, agent, current, req)
-		if definitionAsk, only := e.gateTool(ctx, a, ws, current, req, resp); only != nil {
-			resp, asked = definitionAsk, only
-		} else {
-			resp = definitionAsk
+		var only *pb.DecideRequest // an ask about an MCP tool's definition, not the call (tooldefs.go)
+		if resp, only = e.gateTool(ctx, a, ws, current, req, resp); only != nil {
+			asked = only
 		}
 	}
 	took := time.Since(evalStart)
