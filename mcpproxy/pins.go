@@ -30,9 +30,10 @@ const maxOwnListPages = 20
 // definitions are the tools' definitions as the server last listed them
 // in this connection, and the proxy's own requests to the server.
 type definitions struct {
-	mu    sync.Mutex
-	tools map[string]json.RawMessage
-	own   map[jsonrpc.ID]chan *jsonrpc.Response
+	mu     sync.Mutex
+	tools  map[string]json.RawMessage
+	own    map[jsonrpc.ID]chan *jsonrpc.Response
+	listed bool // the proxy listed the tools itself once: a tool still missing is not listed
 }
 
 func (d *definitions) note(name string, raw json.RawMessage) {
@@ -68,15 +69,23 @@ func (s *session) ownReply(m *jsonrpc.Response) bool {
 // last listed in this connection, else as the server lists it now (the
 // proxy asks it), so that a client that calls without listing is checked
 // all the same. "" when the server does not list the tool: the sidecar
-// then goes by what it last saw.
+// then goes by what it last saw. The proxy lists once per connection; a
+// tool the server adds later is known from the client's next listing.
 func (s *session) toolDefinition(ctx context.Context, tool string) (string, error) {
-	if raw, ok := s.defs.get(tool); ok {
+	raw, ok := s.defs.get(tool)
+	s.defs.mu.Lock()
+	listed := s.defs.listed
+	s.defs.mu.Unlock()
+	if ok || listed {
 		return string(raw), nil
 	}
 	if err := s.listOwn(ctx); err != nil {
 		return "", err
 	}
-	raw, _ := s.defs.get(tool)
+	s.defs.mu.Lock()
+	s.defs.listed = true
+	s.defs.mu.Unlock()
+	raw, _ = s.defs.get(tool)
 	return string(raw), nil
 }
 
