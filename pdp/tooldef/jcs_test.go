@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// The examples of RFC 8785 itself: section 3.2.2 (values), 3.2.3 (key
-// order) and appendix B (numbers).
+// The examples RFC 8785 itself gives: of values and of key order here,
+// of numbers in the next test (from its appendix).
 func TestCanonicalRFC8785Examples(t *testing.T) {
 	cases := map[string]string{
 		`{
