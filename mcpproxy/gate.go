@@ -66,6 +66,8 @@ type session struct {
 	held        map[jsonrpc.ID]context.CancelFunc     // calls waiting for a person
 	outstanding map[jsonrpc.ID]bool                   // client requests not yet answered
 	elicitation bool                                  // the client can be asked (it declared elicitation)
+
+	defs definitions // the tools' definitions as listed, and the proxy's own requests to the server (pins.go)
 }
 
 type forwardedCall struct {
@@ -215,6 +217,9 @@ func (s *session) forward(m *jsonrpc.Request, f forwardedCall) {
 func (s *session) fromServer(ctx context.Context, m jsonrpc.Message) {
 	switch m := m.(type) {
 	case *jsonrpc.Response:
+		if s.ownReply(m) {
+			return
+		}
 		s.mu.Lock()
 		f, ok := s.forwarded[m.ID]
 		delete(s.forwarded, m.ID)
@@ -281,9 +286,18 @@ func (s *session) decideCall(ctx context.Context, m *jsonrpc.Request) {
 	meta := c.progressToken()
 	req := &pb.DecideRequest{AgentId: s.cfg.AgentID, SessionId: s.id, ToolName: tool, Server: s.cfg.ServerName,
 		Args: args, CallId: "mcp-" + uuid.NewString()}
+	if m.Method == "tools/call" {
+		if req.ToolDefinition, err = s.toolDefinition(ctx, tool); err != nil {
+			s.refuse(m, fmt.Sprintf("%s was not run: its definition could not be checked (%v)", what(m, tool), err), false)
+			return
+		}
+	}
 	callCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	resp, err := s.cfg.Sidecar.Decide(callCtx, req)
 	cancel()
+	if err == nil {
+		resp, err = s.definitionAsks(ctx, m, tool, req, resp, meta)
+	}
 	if err != nil {
 		s.refuse(m, fmt.Sprintf("the policy sidecar could not be asked (%s), so %s was not run", describe(err), what(m, tool)), false)
 		return
@@ -318,7 +332,7 @@ func (s *session) ask(ctx context.Context, m *jsonrpc.Request, tool string, resp
 	s.mu.Lock()
 	canElicit := s.elicitation
 	s.mu.Unlock()
-	if canElicit {
+	if canElicit && resp.GetDefinitionChange() == nil { // a definition change is asked through toolpdp only
 		if flags, err := s.flags(ctx); err == nil && flags.GetAsksViaClient() {
 			if s.elicit(ctx, tool, resp) {
 				return pb.Decision_DECISION_ALLOW, "", false, ""
@@ -422,7 +436,8 @@ func (s *session) filterTools(ctx context.Context, m *jsonrpc.Response) *jsonrpc
 		if json.Unmarshal(t, &named) != nil || named.Name == "" {
 			return s.listError(m, "the server listed a tool with no name")
 		}
-		refs = append(refs, &pb.ToolRef{Name: named.Name, Server: s.cfg.ServerName})
+		refs = append(refs, &pb.ToolRef{Name: named.Name, Server: s.cfg.ServerName, Definition: string(t)})
+		s.defs.note(named.Name, t)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()

@@ -63,7 +63,18 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 		return nil, err
 	}
 	final := &pb.DecideResponse{Decision: answer, Message: personDenied(req.GetDenyMessage())}
-	if answer == pb.Decision_DECISION_ALLOW {
+	change := definitionChange(&ask)
+	var siblings []string // the other asks about the same changed definition
+	if change != nil {
+		siblings = e.definitionSiblings(ctx, &ask, change)
+	}
+	switch {
+	case answer != pb.Decision_DECISION_ALLOW:
+	case change != nil:
+		if final, err = e.keepDefinition(ctx, &ask, change); err != nil {
+			return nil, storeError(err)
+		}
+	default:
 		final = e.redecide(ctx, &ask, now)
 	}
 	got, found, answered, err := e.state.store.Answer(ctx, id, ws, func(c *session.Call) {
@@ -93,6 +104,7 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Confirmation, At: now, Confirm: req, Call: logCall(got), Halt: halt, Remembered: remembered,
 		AnsweredBy: by, Outcome: policy.EffectName(final.Decision), Overruled: overruled(answer, final)})
 	e.tell(AskEvent{Answered: true, Call: *got})
+	e.answerSiblings(ctx, ws, by, req, siblings, final, now)
 	resp := &pb.ConfirmResponse{Decision: final.Decision, Halt: halt}
 	if final.Decision != pb.Decision_DECISION_ALLOW {
 		resp.Message = final.Message

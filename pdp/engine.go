@@ -310,8 +310,13 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	key := session.Key{Workspace: ws, Agent: agentID, Session: req.GetSessionId()}
 	evalStart := time.Now()
 	agent, resp := e.pin(ctx, a, key, current)
+	asked := req // what the person is shown of an ask
 	if resp == nil {
 		resp = e.evaluate(ctx, a, agentID, agent, current, req)
+		var only *pb.DecideRequest // an ask about an MCP tool's definition, not the call (tooldefs.go)
+		if resp, only = e.gateTool(ctx, a, ws, current, req, resp); only != nil {
+			asked = only
+		}
 	}
 	took := time.Since(evalStart)
 	evalNs := took.Nanoseconds()
@@ -319,20 +324,26 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	max := agent.Denials()
 	call := &session.Call{Workspace: ws, DecisionID: resp.DecisionId, CallID: req.GetCallId(), AgentID: agentID, SessionID: req.GetSessionId(),
 		ToolName: req.GetToolName(), Created: now, MaxDenials: max, Epoch: a.epoch}
-	if req.GetCallId() != "" {
+	switch {
+	case asked != req: // an ask about a tool's definition is not the call's: no call id, never remembered
+		call.CallID = ""
+	case req.GetCallId() != "":
 		call.Signature = session.CallSignature(req)
 	}
-	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" {
+	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" && asked == req {
 		e.rememberedApproval(ctx, a.snap, call, req, resp, now)
 	}
 	call.Decision, call.Message = resp.Decision, resp.Message
 	if resp.Decision == pb.Decision_DECISION_ASK {
 		// What the person is shown and what Confirm decides again.
-		call.Request, _ = proto.Marshal(req)
+		call.Request, _ = proto.Marshal(asked)
 		call.Response, _ = proto.Marshal(resp)
 	}
 	ev := AskEvent{Call: *call} // before the store shares it
 	halt, err := e.state.store.Decided(ctx, call, now)
+	if asked != req && err == nil {
+		e.noteDefinitionAsk(ctx, ws, agentID, resp)
+	}
 	if e.state.result("decided", err) != nil && (key.Session != "" || resp.Decision == pb.Decision_DECISION_ASK) {
 		// The count was not kept, or nobody could answer the ask: fail closed.
 		resp.Reasons, resp.Message, resp.Execution = nil, "", nil

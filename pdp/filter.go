@@ -15,8 +15,10 @@ import (
 // permission axis denies every call of it — disabled, its server
 // undeclared, its toolset off, its agent unknown or removed — whatever the
 // arguments; a deny that depends on the arguments (a scope, a guardrail)
-// leaves it listed, and Decide still decides every call. Nothing is counted,
-// kept or logged: listing tools is not a call.
+// leaves it listed, and Decide still decides every call. A tool given with
+// its definition (by an MCP gateway) is hidden when the definition differs
+// from the one kept or pinned (tooldefs.go); the first one seen is kept.
+// Nothing else is counted, kept or logged: listing tools is not a call.
 func (e *Engine) FilterTools(ctx context.Context, ws string, req *pb.FilterToolsRequest) (*pb.FilterToolsResponse, error) {
 	resp := &pb.FilterToolsResponse{}
 	hideAll := func(reason string) (*pb.FilterToolsResponse, error) {
@@ -52,7 +54,13 @@ func (e *Engine) FilterTools(ctx context.Context, ws string, req *pb.FilterTools
 		if err != nil {
 			e.log.Error("evaluation failed while filtering tools", "agent_id", agentID, "tool_name", t.GetName(), "error", err)
 		}
-		if reason, hidden := everyCallDenied(d); hidden {
+		reason, hidden := everyCallDenied(d)
+		if !hidden {
+			reason = e.listTool(ctx, a, ws, current, t)
+			hidden = reason != ""
+		}
+		t := &pb.ToolRef{Name: t.GetName(), Server: t.GetServer()} // a definition is never sent back
+		if hidden {
 			resp.Hidden = append(resp.Hidden, &pb.HiddenTool{Tool: t, Reason: reason})
 		} else {
 			resp.Visible = append(resp.Visible, t)

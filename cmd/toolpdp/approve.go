@@ -127,6 +127,11 @@ func printAsk(w io.Writer, a *pb.PendingAsk) {
 	for _, r := range a.Reasons {
 		fmt.Fprintf(w, "  reason:    %s %s (%s): %s\n", r.Axis, r.Rule, strings.TrimPrefix(r.Effect.String(), "DECISION_"), r.Message)
 	}
+	if a.DefinitionChange != nil {
+		printDefinitionChange(w, a.DefinitionChange)
+		fmt.Fprintln(w)
+		return
+	}
 	fmt.Fprintf(w, "  arguments (%d bytes):\n", a.ArgumentsBytes)
 	for _, line := range strings.Split(a.Arguments, "\n") {
 		fmt.Fprintf(w, "    %s\n", line)

@@ -44,6 +44,7 @@ const usage = `usage:
   toolpdp replay --bundle PATH... LOG...                          which logged decisions a candidate bundle would change
   toolpdp hook claude-code [--addr ADDR] [--agent-id ID]          answer one Claude Code hook event (JSON on stdin)
   toolpdp mcp-proxy --agent-id A --server-name S -- COMMAND...   govern an MCP server: calls decided, tools/list filtered, asks held
+  toolpdp mcp pin --agent-id A --server-name S [--write F] -- CMD  pin an MCP server's tool definitions (mcp_servers[].tools)
   toolpdp exec --execution FILE|- [--report FILE] -- COMMAND...    run an allowed command confined to its execution's scopes
   toolpdp version                                                 toolpdp's, Go's and OPA's versions
   toolpdp help [COMMAND]                                          this text, or a command's flags
@@ -112,7 +113,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmds := map[string]func(context.Context, []string, io.Reader, io.Writer, io.Writer) error{
 		"serve": serve, "check": check, "test": test, "decide": decide, "status": status, "pending": pending, "confirm": confirm, "replay": replay,
-		"hook": hook, "version": version, loadChildCommand: loadChild, "fmt": fmtCmd, "mcp-proxy": mcpProxy,
+		"hook": hook, "version": version, loadChildCommand: loadChild, "fmt": fmtCmd, "mcp-proxy": mcpProxy, "mcp": mcpCmd,
 		"exec": execCmd,
 	}
 	switch args[0] {

@@ -93,6 +93,7 @@ func Render(a Ask, o Options) *pb.PendingAsk {
 			}
 		}
 	}
+	out.DefinitionChange = definitionChange(a.Resp.GetDefinitionChange())
 	if ep := a.Req.GetExecutionPolicy(); ep != nil {
 		if raw, err := protojson.Marshal(ep); err == nil {
 			var v any

@@ -25,6 +25,9 @@ type Definition struct {
 	// Both default to false: the client is the governed agent's own process.
 	AsksViaClient, AllowSampling bool
 	Args                         *ArgConstraints // the tools' argument constraints; nil when none
+	// Pins are the tool definitions an MCP gateway may pass, by server
+	// and tool name (mcp_servers[].tools); a server absent has none.
+	Pins map[string]map[string]string
 }
 
 // agentIssues collects what is wrong with one agent definition: errors
@@ -181,6 +184,7 @@ func (a *agentIssues) decode(def map[string]any) Definition {
 	if n, ok := toFloat(def["max_consecutive_denials"]); ok {
 		d.MaxDenials = int(n)
 	}
+	d.Pins = decodePins(def)
 	if p, ok := def["execution_policy"]; ok {
 		raw, err := json.Marshal(p)
 		if err == nil {
@@ -232,8 +236,10 @@ func (a *agentIssues) servers(v any) {
 			case "name":
 			case "type", "url":
 				a.str(field+"."+k, m[k])
+			case "tools":
+				a.toolPins(field+".tools", m[k])
 			default:
-				a.unknown(field+"."+k, k, []string{"name", "type", "url"})
+				a.unknown(field+"."+k, k, []string{"name", "tools", "type", "url"})
 			}
 		}
 	}

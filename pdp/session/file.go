@@ -73,8 +73,13 @@ func OpenFile(path string, b Bounds) (*File, error) {
 		db.Close()
 		return nil, fmt.Errorf("--state file:%s: %w", path, err)
 	}
+	if err := f.loadTools(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("--state file:%s: %w", path, err)
+	}
 	f.sessions.changed = f.noteSession
 	f.pending.changed = f.noteCall
+	f.tools.changed = f.noteTool
 	go f.writer()
 	return f, nil
 }

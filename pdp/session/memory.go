@@ -18,6 +18,7 @@ import (
 type Memory struct {
 	sessions *Sessions
 	pending  *Pending
+	tools    toolTable // MCP tools' definition digests (tooldigests.go)
 
 	mu     sync.Mutex // guards digest and epoch
 	digest string

@@ -45,6 +45,17 @@ function render(item) {
     li.textContent = r.axis + " " + r.rule + ": " + r.message;
     reasons.appendChild(li);
   }
+  const change = a.definition_change;
+  if (change) {
+    // An ask about a tool's definition, not about a call: both side by side.
+    el.querySelector(".definition-block").hidden = false;
+    el.querySelector(".arguments-block").hidden = true;
+    el.querySelector(".remember").hidden = true;
+    text(el, ".kept-digest", change.kept_digest);
+    text(el, ".new-digest", change.new_digest);
+    text(el, ".kept-definition", change.kept_definition);
+    text(el, ".new-definition", change.new_definition);
+  }
   text(el, ".arguments", a.arguments);
   if (a.arguments_truncated) {
     const t = el.querySelector(".truncated");

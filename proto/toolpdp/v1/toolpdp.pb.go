@@ -191,8 +191,13 @@ type DecideRequest struct {
 	Env             map[string]string      `protobuf:"bytes,7,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // environment the tool would get (Bash/Exec)
 	ExecutionPolicy *ExecutionPolicy       `protobuf:"bytes,8,opt,name=execution_policy,json=executionPolicy,proto3" json:"execution_policy,omitempty"`                            // call-site policy: replaces the agent's for this call
 	CallId          string                 `protobuf:"bytes,9,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`                                                       // the agent's own id for this call (e.g. a tool_use_id); optional
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// An MCP gateway's: the called tool's definition as its server last
+	// listed it (the tool's JSON object). The definition is checked against
+	// the one kept or pinned for the agent and server before the call is
+	// decided; "" when the gateway has not seen it listed.
+	ToolDefinition string `protobuf:"bytes,20,opt,name=tool_definition,json=toolDefinition,proto3" json:"tool_definition,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DecideRequest) Reset() {
@@ -288,6 +293,13 @@ func (x *DecideRequest) GetCallId() string {
 	return ""
 }
 
+func (x *DecideRequest) GetToolDefinition() string {
+	if x != nil {
+		return x.ToolDefinition
+	}
+	return ""
+}
+
 type DecideResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Decision       Decision               `protobuf:"varint,1,opt,name=decision,proto3,enum=toolpdp.v1.Decision" json:"decision,omitempty"`
@@ -297,8 +309,13 @@ type DecideResponse struct {
 	Reasons        []*Reason              `protobuf:"bytes,5,rep,name=reasons,proto3" json:"reasons,omitempty"`                                     // every rule that contributed, in precedence order
 	Execution      *Execution             `protobuf:"bytes,6,opt,name=execution,proto3" json:"execution,omitempty"`                                 // for Bash/Exec: the constructed env and pinned cwd
 	Halt           bool                   `protobuf:"varint,7,opt,name=halt,proto3" json:"halt,omitempty"`                                          // the session hit its consecutive-denial cap: stop the loop
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Set on an ask about a changed MCP tool definition rather than about
+	// the call: a person's allow keeps the new definition, after which the
+	// call is decided as usual (a gateway asks again). Such an ask is never
+	// answered at the MCP client.
+	DefinitionChange *ToolDefinitionChange `protobuf:"bytes,20,opt,name=definition_change,json=definitionChange,proto3" json:"definition_change,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DecideResponse) Reset() {
@@ -380,6 +397,101 @@ func (x *DecideResponse) GetHalt() bool {
 	return false
 }
 
+func (x *DecideResponse) GetDefinitionChange() *ToolDefinitionChange {
+	if x != nil {
+		return x.DefinitionChange
+	}
+	return nil
+}
+
+// An MCP tool whose definition differs from the one kept for the agent
+// and server: both, as RFC 8785 canonical JSON of the tool's name, title,
+// description, inputSchema, outputSchema and annotations, and their
+// digests ("sha256:<hex>").
+type ToolDefinitionChange struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Server         string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	Tool           string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	KeptDigest     string                 `protobuf:"bytes,3,opt,name=kept_digest,json=keptDigest,proto3" json:"kept_digest,omitempty"`
+	KeptDefinition string                 `protobuf:"bytes,4,opt,name=kept_definition,json=keptDefinition,proto3" json:"kept_definition,omitempty"`
+	NewDigest      string                 `protobuf:"bytes,5,opt,name=new_digest,json=newDigest,proto3" json:"new_digest,omitempty"`
+	NewDefinition  string                 `protobuf:"bytes,6,opt,name=new_definition,json=newDefinition,proto3" json:"new_definition,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ToolDefinitionChange) Reset() {
+	*x = ToolDefinitionChange{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolDefinitionChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolDefinitionChange) ProtoMessage() {}
+
+func (x *ToolDefinitionChange) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolDefinitionChange.ProtoReflect.Descriptor instead.
+func (*ToolDefinitionChange) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ToolDefinitionChange) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ToolDefinitionChange) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ToolDefinitionChange) GetKeptDigest() string {
+	if x != nil {
+		return x.KeptDigest
+	}
+	return ""
+}
+
+func (x *ToolDefinitionChange) GetKeptDefinition() string {
+	if x != nil {
+		return x.KeptDefinition
+	}
+	return ""
+}
+
+func (x *ToolDefinitionChange) GetNewDigest() string {
+	if x != nil {
+		return x.NewDigest
+	}
+	return ""
+}
+
+func (x *ToolDefinitionChange) GetNewDefinition() string {
+	if x != nil {
+		return x.NewDefinition
+	}
+	return ""
+}
+
 // Reason is one rule that contributed to a decision.
 type Reason struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -393,7 +505,7 @@ type Reason struct {
 
 func (x *Reason) Reset() {
 	*x = Reason{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[2]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +517,7 @@ func (x *Reason) String() string {
 func (*Reason) ProtoMessage() {}
 
 func (x *Reason) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[2]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +530,7 @@ func (x *Reason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reason.ProtoReflect.Descriptor instead.
 func (*Reason) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{2}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Reason) GetAxis() string {
@@ -471,7 +583,7 @@ type Execution struct {
 
 func (x *Execution) Reset() {
 	*x = Execution{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[3]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +595,7 @@ func (x *Execution) String() string {
 func (*Execution) ProtoMessage() {}
 
 func (x *Execution) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[3]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +608,7 @@ func (x *Execution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Execution.ProtoReflect.Descriptor instead.
 func (*Execution) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{3}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Execution) GetEnv() map[string]string {
@@ -570,7 +682,7 @@ type ExecutionPolicy struct {
 
 func (x *ExecutionPolicy) Reset() {
 	*x = ExecutionPolicy{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[4]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +694,7 @@ func (x *ExecutionPolicy) String() string {
 func (*ExecutionPolicy) ProtoMessage() {}
 
 func (x *ExecutionPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[4]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +707,7 @@ func (x *ExecutionPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionPolicy.ProtoReflect.Descriptor instead.
 func (*ExecutionPolicy) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{4}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExecutionPolicy) GetEnv() *EnvSpec {
@@ -644,7 +756,7 @@ type PathList struct {
 
 func (x *PathList) Reset() {
 	*x = PathList{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[5]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +768,7 @@ func (x *PathList) String() string {
 func (*PathList) ProtoMessage() {}
 
 func (x *PathList) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[5]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +781,7 @@ func (x *PathList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathList.ProtoReflect.Descriptor instead.
 func (*PathList) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{5}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PathList) GetPaths() []string {
@@ -690,7 +802,7 @@ type EnvSpec struct {
 
 func (x *EnvSpec) Reset() {
 	*x = EnvSpec{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[6]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +814,7 @@ func (x *EnvSpec) String() string {
 func (*EnvSpec) ProtoMessage() {}
 
 func (x *EnvSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[6]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +827,7 @@ func (x *EnvSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvSpec.ProtoReflect.Descriptor instead.
 func (*EnvSpec) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{6}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EnvSpec) GetMode() string {
@@ -756,7 +868,7 @@ type ConfirmRequest struct {
 
 func (x *ConfirmRequest) Reset() {
 	*x = ConfirmRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +880,7 @@ func (x *ConfirmRequest) String() string {
 func (*ConfirmRequest) ProtoMessage() {}
 
 func (x *ConfirmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +893,7 @@ func (x *ConfirmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{7}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ConfirmRequest) GetDecisionId() string {
@@ -844,7 +956,7 @@ type ConfirmResponse struct {
 
 func (x *ConfirmResponse) Reset() {
 	*x = ConfirmResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +968,7 @@ func (x *ConfirmResponse) String() string {
 func (*ConfirmResponse) ProtoMessage() {}
 
 func (x *ConfirmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +981,7 @@ func (x *ConfirmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{8}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConfirmResponse) GetDecision() Decision {
@@ -909,7 +1021,7 @@ type ReportResultRequest struct {
 
 func (x *ReportResultRequest) Reset() {
 	*x = ReportResultRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1033,7 @@ func (x *ReportResultRequest) String() string {
 func (*ReportResultRequest) ProtoMessage() {}
 
 func (x *ReportResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1046,7 @@ func (x *ReportResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResultRequest.ProtoReflect.Descriptor instead.
 func (*ReportResultRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{9}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReportResultRequest) GetDecisionId() string {
@@ -988,7 +1100,7 @@ type ReportResultResponse struct {
 
 func (x *ReportResultResponse) Reset() {
 	*x = ReportResultResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1112,7 @@ func (x *ReportResultResponse) String() string {
 func (*ReportResultResponse) ProtoMessage() {}
 
 func (x *ReportResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1125,7 @@ func (x *ReportResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResultResponse.ProtoReflect.Descriptor instead.
 func (*ReportResultResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{10}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReportResultResponse) GetHalt() bool {
@@ -1033,7 +1145,7 @@ type EndSessionRequest struct {
 
 func (x *EndSessionRequest) Reset() {
 	*x = EndSessionRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1157,7 @@ func (x *EndSessionRequest) String() string {
 func (*EndSessionRequest) ProtoMessage() {}
 
 func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1170,7 @@ func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionRequest.ProtoReflect.Descriptor instead.
 func (*EndSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{11}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EndSessionRequest) GetAgentId() string {
@@ -1084,7 +1196,7 @@ type EndSessionResponse struct {
 
 func (x *EndSessionResponse) Reset() {
 	*x = EndSessionResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1208,7 @@ func (x *EndSessionResponse) String() string {
 func (*EndSessionResponse) ProtoMessage() {}
 
 func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1221,7 @@ func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionResponse.ProtoReflect.Descriptor instead.
 func (*EndSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{12}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EndSessionResponse) GetFound() bool {
@@ -1127,7 +1239,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1251,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1264,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{13}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{14}
 }
 
 type StatusResponse struct {
@@ -1168,7 +1280,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1292,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1305,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{14}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StatusResponse) GetPolicyRevision() string {
@@ -1246,7 +1358,7 @@ type SourceStatus struct {
 
 func (x *SourceStatus) Reset() {
 	*x = SourceStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1370,7 @@ func (x *SourceStatus) String() string {
 func (*SourceStatus) ProtoMessage() {}
 
 func (x *SourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1383,7 @@ func (x *SourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceStatus.ProtoReflect.Descriptor instead.
 func (*SourceStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{15}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SourceStatus) GetName() string {
@@ -1319,7 +1431,7 @@ type BundleStatus struct {
 
 func (x *BundleStatus) Reset() {
 	*x = BundleStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1443,7 @@ func (x *BundleStatus) String() string {
 func (*BundleStatus) ProtoMessage() {}
 
 func (x *BundleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1456,7 @@ func (x *BundleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleStatus.ProtoReflect.Descriptor instead.
 func (*BundleStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BundleStatus) GetName() string {
@@ -1374,7 +1486,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1498,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1511,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{17}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListPendingRequest) GetAgentId() string {
@@ -1447,7 +1559,7 @@ type ListPendingResponse struct {
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1571,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1584,7 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{18}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListPendingResponse) GetAsks() []*PendingAsk {
@@ -1513,13 +1625,17 @@ type PendingAsk struct {
 	Secrets            []string          `protobuf:"bytes,15,rep,name=secrets,proto3" json:"secrets,omitempty"`                                                                   // where values the decision log masks are ("args.token", "env.GITHUB_TOKEN")
 	Revealed           bool              `protobuf:"varint,16,opt,name=revealed,proto3" json:"revealed,omitempty"`                                                                // secrets are shown (ListPendingRequest.reveal); else each reads [REDACTED]
 	AgeMillis          int64             `protobuf:"varint,17,opt,name=age_millis,json=ageMillis,proto3" json:"age_millis,omitempty"`                                             // how long the ask has waited, by the server's clock
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// An ask about a changed MCP tool definition: the kept and the new
+	// definition, to be shown side by side (each indented, shown as the
+	// text fields are).
+	DefinitionChange *ToolDefinitionChange `protobuf:"bytes,20,opt,name=definition_change,json=definitionChange,proto3" json:"definition_change,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PendingAsk) Reset() {
 	*x = PendingAsk{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1647,7 @@ func (x *PendingAsk) String() string {
 func (*PendingAsk) ProtoMessage() {}
 
 func (x *PendingAsk) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1660,7 @@ func (x *PendingAsk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingAsk.ProtoReflect.Descriptor instead.
 func (*PendingAsk) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{19}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PendingAsk) GetDecisionId() string {
@@ -1666,6 +1782,13 @@ func (x *PendingAsk) GetAgeMillis() int64 {
 	return 0
 }
 
+func (x *PendingAsk) GetDefinitionChange() *ToolDefinitionChange {
+	if x != nil {
+		return x.DefinitionChange
+	}
+	return nil
+}
+
 // AwaitDecisionRequest names the ask by decision_id, or by the call_id its
 // Decide carried together with that Decide's agent_id and session_id.
 type AwaitDecisionRequest struct {
@@ -1681,7 +1804,7 @@ type AwaitDecisionRequest struct {
 
 func (x *AwaitDecisionRequest) Reset() {
 	*x = AwaitDecisionRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1816,7 @@ func (x *AwaitDecisionRequest) String() string {
 func (*AwaitDecisionRequest) ProtoMessage() {}
 
 func (x *AwaitDecisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1829,7 @@ func (x *AwaitDecisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitDecisionRequest.ProtoReflect.Descriptor instead.
 func (*AwaitDecisionRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{20}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AwaitDecisionRequest) GetDecisionId() string {
@@ -1758,7 +1881,7 @@ type AwaitDecisionResponse struct {
 
 func (x *AwaitDecisionResponse) Reset() {
 	*x = AwaitDecisionResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +1893,7 @@ func (x *AwaitDecisionResponse) String() string {
 func (*AwaitDecisionResponse) ProtoMessage() {}
 
 func (x *AwaitDecisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +1906,7 @@ func (x *AwaitDecisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitDecisionResponse.ProtoReflect.Descriptor instead.
 func (*AwaitDecisionResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{21}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AwaitDecisionResponse) GetState() AskState {
@@ -1829,16 +1952,20 @@ func (x *AwaitDecisionResponse) GetDecisionId() string {
 }
 
 type ToolRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Server string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// An MCP gateway's, in FilterToolsRequest: the tool as its server listed
+	// it (the tool's JSON object), so that its definition's digest is kept
+	// and a changed one hidden. Never set in a response.
+	Definition    string `protobuf:"bytes,3,opt,name=definition,proto3" json:"definition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolRef) Reset() {
 	*x = ToolRef{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +1977,7 @@ func (x *ToolRef) String() string {
 func (*ToolRef) ProtoMessage() {}
 
 func (x *ToolRef) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +1990,7 @@ func (x *ToolRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRef.ProtoReflect.Descriptor instead.
 func (*ToolRef) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{22}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ToolRef) GetName() string {
@@ -1880,6 +2007,13 @@ func (x *ToolRef) GetServer() string {
 	return ""
 }
 
+func (x *ToolRef) GetDefinition() string {
+	if x != nil {
+		return x.Definition
+	}
+	return ""
+}
+
 type FilterToolsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
@@ -1891,7 +2025,7 @@ type FilterToolsRequest struct {
 
 func (x *FilterToolsRequest) Reset() {
 	*x = FilterToolsRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +2037,7 @@ func (x *FilterToolsRequest) String() string {
 func (*FilterToolsRequest) ProtoMessage() {}
 
 func (x *FilterToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2050,7 @@ func (x *FilterToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterToolsRequest.ProtoReflect.Descriptor instead.
 func (*FilterToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{23}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FilterToolsRequest) GetAgentId() string {
@@ -1955,7 +2089,7 @@ type FilterToolsResponse struct {
 
 func (x *FilterToolsResponse) Reset() {
 	*x = FilterToolsResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2101,7 @@ func (x *FilterToolsResponse) String() string {
 func (*FilterToolsResponse) ProtoMessage() {}
 
 func (x *FilterToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2114,7 @@ func (x *FilterToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterToolsResponse.ProtoReflect.Descriptor instead.
 func (*FilterToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{24}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FilterToolsResponse) GetVisible() []*ToolRef {
@@ -2021,7 +2155,7 @@ type HiddenTool struct {
 
 func (x *HiddenTool) Reset() {
 	*x = HiddenTool{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2167,7 @@ func (x *HiddenTool) String() string {
 func (*HiddenTool) ProtoMessage() {}
 
 func (x *HiddenTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2180,7 @@ func (x *HiddenTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HiddenTool.ProtoReflect.Descriptor instead.
 func (*HiddenTool) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{25}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HiddenTool) GetTool() *ToolRef {
@@ -2068,7 +2202,7 @@ var File_toolpdp_v1_toolpdp_proto protoreflect.FileDescriptor
 const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\n" +
 	"\x18toolpdp/v1/toolpdp.proto\x12\n" +
-	"toolpdp.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xac\x03\n" +
+	"toolpdp.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xd5\x03\n" +
 	"\rDecideRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
@@ -2079,10 +2213,11 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x04args\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x04args\x124\n" +
 	"\x03env\x18\a \x03(\v2\".toolpdp.v1.DecideRequest.EnvEntryR\x03env\x12F\n" +
 	"\x10execution_policy\x18\b \x01(\v2\x1b.toolpdp.v1.ExecutionPolicyR\x0fexecutionPolicy\x12\x17\n" +
-	"\acall_id\x18\t \x01(\tR\x06callId\x1a6\n" +
+	"\acall_id\x18\t \x01(\tR\x06callId\x12'\n" +
+	"\x0ftool_definition\x18\x14 \x01(\tR\x0etoolDefinition\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xec\x02\n" +
 	"\x0eDecideResponse\x120\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x14.toolpdp.v1.DecisionR\bdecision\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1f\n" +
@@ -2091,7 +2226,17 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x0fpolicy_revision\x18\x04 \x01(\tR\x0epolicyRevision\x12,\n" +
 	"\areasons\x18\x05 \x03(\v2\x12.toolpdp.v1.ReasonR\areasons\x123\n" +
 	"\texecution\x18\x06 \x01(\v2\x15.toolpdp.v1.ExecutionR\texecution\x12\x12\n" +
-	"\x04halt\x18\a \x01(\bR\x04halt\"x\n" +
+	"\x04halt\x18\a \x01(\bR\x04halt\x12M\n" +
+	"\x11definition_change\x18\x14 \x01(\v2 .toolpdp.v1.ToolDefinitionChangeR\x10definitionChange\"\xd2\x01\n" +
+	"\x14ToolDefinitionChange\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1f\n" +
+	"\vkept_digest\x18\x03 \x01(\tR\n" +
+	"keptDigest\x12'\n" +
+	"\x0fkept_definition\x18\x04 \x01(\tR\x0ekeptDefinition\x12\x1d\n" +
+	"\n" +
+	"new_digest\x18\x05 \x01(\tR\tnewDigest\x12%\n" +
+	"\x0enew_definition\x18\x06 \x01(\tR\rnewDefinition\"x\n" +
 	"\x06Reason\x12\x12\n" +
 	"\x04axis\x18\x01 \x01(\tR\x04axis\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12,\n" +
@@ -2183,7 +2328,7 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x12max_argument_bytes\x18\x05 \x01(\x05R\x10maxArgumentBytes\"i\n" +
 	"\x13ListPendingResponse\x12*\n" +
 	"\x04asks\x18\x01 \x03(\v2\x16.toolpdp.v1.PendingAskR\x04asks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8e\x05\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xdd\x05\n" +
 	"\n" +
 	"PendingAsk\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
@@ -2206,7 +2351,8 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\asecrets\x18\x0f \x03(\tR\asecrets\x12\x1a\n" +
 	"\brevealed\x18\x10 \x01(\bR\brevealed\x12\x1d\n" +
 	"\n" +
-	"age_millis\x18\x11 \x01(\x03R\tageMillis\x1a6\n" +
+	"age_millis\x18\x11 \x01(\x03R\tageMillis\x12M\n" +
+	"\x11definition_change\x18\x14 \x01(\v2 .toolpdp.v1.ToolDefinitionChangeR\x10definitionChange\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x01\n" +
@@ -2225,10 +2371,13 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\texecution\x18\x04 \x01(\v2\x15.toolpdp.v1.ExecutionR\texecution\x12\x12\n" +
 	"\x04halt\x18\x05 \x01(\bR\x04halt\x12\x1f\n" +
 	"\vdecision_id\x18\x06 \x01(\tR\n" +
-	"decisionId\"5\n" +
+	"decisionId\"U\n" +
 	"\aToolRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06server\x18\x02 \x01(\tR\x06server\"y\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x1e\n" +
+	"\n" +
+	"definition\x18\x03 \x01(\tR\n" +
+	"definition\"y\n" +
 	"\x12FilterToolsRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
@@ -2281,91 +2430,94 @@ func file_toolpdp_v1_toolpdp_proto_rawDescGZIP() []byte {
 }
 
 var file_toolpdp_v1_toolpdp_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
 	(Category)(0),                 // 0: toolpdp.v1.Category
 	(Decision)(0),                 // 1: toolpdp.v1.Decision
 	(AskState)(0),                 // 2: toolpdp.v1.AskState
 	(*DecideRequest)(nil),         // 3: toolpdp.v1.DecideRequest
 	(*DecideResponse)(nil),        // 4: toolpdp.v1.DecideResponse
-	(*Reason)(nil),                // 5: toolpdp.v1.Reason
-	(*Execution)(nil),             // 6: toolpdp.v1.Execution
-	(*ExecutionPolicy)(nil),       // 7: toolpdp.v1.ExecutionPolicy
-	(*PathList)(nil),              // 8: toolpdp.v1.PathList
-	(*EnvSpec)(nil),               // 9: toolpdp.v1.EnvSpec
-	(*ConfirmRequest)(nil),        // 10: toolpdp.v1.ConfirmRequest
-	(*ConfirmResponse)(nil),       // 11: toolpdp.v1.ConfirmResponse
-	(*ReportResultRequest)(nil),   // 12: toolpdp.v1.ReportResultRequest
-	(*ReportResultResponse)(nil),  // 13: toolpdp.v1.ReportResultResponse
-	(*EndSessionRequest)(nil),     // 14: toolpdp.v1.EndSessionRequest
-	(*EndSessionResponse)(nil),    // 15: toolpdp.v1.EndSessionResponse
-	(*StatusRequest)(nil),         // 16: toolpdp.v1.StatusRequest
-	(*StatusResponse)(nil),        // 17: toolpdp.v1.StatusResponse
-	(*SourceStatus)(nil),          // 18: toolpdp.v1.SourceStatus
-	(*BundleStatus)(nil),          // 19: toolpdp.v1.BundleStatus
-	(*ListPendingRequest)(nil),    // 20: toolpdp.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),   // 21: toolpdp.v1.ListPendingResponse
-	(*PendingAsk)(nil),            // 22: toolpdp.v1.PendingAsk
-	(*AwaitDecisionRequest)(nil),  // 23: toolpdp.v1.AwaitDecisionRequest
-	(*AwaitDecisionResponse)(nil), // 24: toolpdp.v1.AwaitDecisionResponse
-	(*ToolRef)(nil),               // 25: toolpdp.v1.ToolRef
-	(*FilterToolsRequest)(nil),    // 26: toolpdp.v1.FilterToolsRequest
-	(*FilterToolsResponse)(nil),   // 27: toolpdp.v1.FilterToolsResponse
-	(*HiddenTool)(nil),            // 28: toolpdp.v1.HiddenTool
-	nil,                           // 29: toolpdp.v1.DecideRequest.EnvEntry
-	nil,                           // 30: toolpdp.v1.Execution.EnvEntry
-	nil,                           // 31: toolpdp.v1.PendingAsk.EnvEntry
-	(*structpb.Struct)(nil),       // 32: google.protobuf.Struct
+	(*ToolDefinitionChange)(nil),  // 5: toolpdp.v1.ToolDefinitionChange
+	(*Reason)(nil),                // 6: toolpdp.v1.Reason
+	(*Execution)(nil),             // 7: toolpdp.v1.Execution
+	(*ExecutionPolicy)(nil),       // 8: toolpdp.v1.ExecutionPolicy
+	(*PathList)(nil),              // 9: toolpdp.v1.PathList
+	(*EnvSpec)(nil),               // 10: toolpdp.v1.EnvSpec
+	(*ConfirmRequest)(nil),        // 11: toolpdp.v1.ConfirmRequest
+	(*ConfirmResponse)(nil),       // 12: toolpdp.v1.ConfirmResponse
+	(*ReportResultRequest)(nil),   // 13: toolpdp.v1.ReportResultRequest
+	(*ReportResultResponse)(nil),  // 14: toolpdp.v1.ReportResultResponse
+	(*EndSessionRequest)(nil),     // 15: toolpdp.v1.EndSessionRequest
+	(*EndSessionResponse)(nil),    // 16: toolpdp.v1.EndSessionResponse
+	(*StatusRequest)(nil),         // 17: toolpdp.v1.StatusRequest
+	(*StatusResponse)(nil),        // 18: toolpdp.v1.StatusResponse
+	(*SourceStatus)(nil),          // 19: toolpdp.v1.SourceStatus
+	(*BundleStatus)(nil),          // 20: toolpdp.v1.BundleStatus
+	(*ListPendingRequest)(nil),    // 21: toolpdp.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),   // 22: toolpdp.v1.ListPendingResponse
+	(*PendingAsk)(nil),            // 23: toolpdp.v1.PendingAsk
+	(*AwaitDecisionRequest)(nil),  // 24: toolpdp.v1.AwaitDecisionRequest
+	(*AwaitDecisionResponse)(nil), // 25: toolpdp.v1.AwaitDecisionResponse
+	(*ToolRef)(nil),               // 26: toolpdp.v1.ToolRef
+	(*FilterToolsRequest)(nil),    // 27: toolpdp.v1.FilterToolsRequest
+	(*FilterToolsResponse)(nil),   // 28: toolpdp.v1.FilterToolsResponse
+	(*HiddenTool)(nil),            // 29: toolpdp.v1.HiddenTool
+	nil,                           // 30: toolpdp.v1.DecideRequest.EnvEntry
+	nil,                           // 31: toolpdp.v1.Execution.EnvEntry
+	nil,                           // 32: toolpdp.v1.PendingAsk.EnvEntry
+	(*structpb.Struct)(nil),       // 33: google.protobuf.Struct
 }
 var file_toolpdp_v1_toolpdp_proto_depIdxs = []int32{
 	0,  // 0: toolpdp.v1.DecideRequest.category:type_name -> toolpdp.v1.Category
-	32, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
-	29, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
-	7,  // 3: toolpdp.v1.DecideRequest.execution_policy:type_name -> toolpdp.v1.ExecutionPolicy
+	33, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
+	30, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
+	8,  // 3: toolpdp.v1.DecideRequest.execution_policy:type_name -> toolpdp.v1.ExecutionPolicy
 	1,  // 4: toolpdp.v1.DecideResponse.decision:type_name -> toolpdp.v1.Decision
-	5,  // 5: toolpdp.v1.DecideResponse.reasons:type_name -> toolpdp.v1.Reason
-	6,  // 6: toolpdp.v1.DecideResponse.execution:type_name -> toolpdp.v1.Execution
-	1,  // 7: toolpdp.v1.Reason.effect:type_name -> toolpdp.v1.Decision
-	30, // 8: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
-	8,  // 9: toolpdp.v1.Execution.read_paths:type_name -> toolpdp.v1.PathList
-	8,  // 10: toolpdp.v1.Execution.write_paths:type_name -> toolpdp.v1.PathList
-	9,  // 11: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
-	8,  // 12: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
-	8,  // 13: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
-	1,  // 14: toolpdp.v1.ConfirmResponse.decision:type_name -> toolpdp.v1.Decision
-	19, // 15: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
-	18, // 16: toolpdp.v1.StatusResponse.sources:type_name -> toolpdp.v1.SourceStatus
-	22, // 17: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
-	5,  // 18: toolpdp.v1.PendingAsk.reasons:type_name -> toolpdp.v1.Reason
-	31, // 19: toolpdp.v1.PendingAsk.env:type_name -> toolpdp.v1.PendingAsk.EnvEntry
-	2,  // 20: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
-	1,  // 21: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
-	6,  // 22: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
-	25, // 23: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
-	25, // 24: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
-	28, // 25: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
-	25, // 26: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
-	3,  // 27: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
-	10, // 28: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
-	12, // 29: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
-	14, // 30: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
-	16, // 31: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
-	20, // 32: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
-	23, // 33: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
-	26, // 34: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
-	4,  // 35: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
-	11, // 36: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
-	13, // 37: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
-	15, // 38: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
-	17, // 39: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
-	21, // 40: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
-	24, // 41: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
-	27, // 42: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	6,  // 5: toolpdp.v1.DecideResponse.reasons:type_name -> toolpdp.v1.Reason
+	7,  // 6: toolpdp.v1.DecideResponse.execution:type_name -> toolpdp.v1.Execution
+	5,  // 7: toolpdp.v1.DecideResponse.definition_change:type_name -> toolpdp.v1.ToolDefinitionChange
+	1,  // 8: toolpdp.v1.Reason.effect:type_name -> toolpdp.v1.Decision
+	31, // 9: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
+	9,  // 10: toolpdp.v1.Execution.read_paths:type_name -> toolpdp.v1.PathList
+	9,  // 11: toolpdp.v1.Execution.write_paths:type_name -> toolpdp.v1.PathList
+	10, // 12: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
+	9,  // 13: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
+	9,  // 14: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
+	1,  // 15: toolpdp.v1.ConfirmResponse.decision:type_name -> toolpdp.v1.Decision
+	20, // 16: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
+	19, // 17: toolpdp.v1.StatusResponse.sources:type_name -> toolpdp.v1.SourceStatus
+	23, // 18: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
+	6,  // 19: toolpdp.v1.PendingAsk.reasons:type_name -> toolpdp.v1.Reason
+	32, // 20: toolpdp.v1.PendingAsk.env:type_name -> toolpdp.v1.PendingAsk.EnvEntry
+	5,  // 21: toolpdp.v1.PendingAsk.definition_change:type_name -> toolpdp.v1.ToolDefinitionChange
+	2,  // 22: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
+	1,  // 23: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
+	7,  // 24: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
+	26, // 25: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
+	26, // 26: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
+	29, // 27: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
+	26, // 28: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
+	3,  // 29: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
+	11, // 30: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
+	13, // 31: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
+	15, // 32: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
+	17, // 33: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
+	21, // 34: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
+	24, // 35: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
+	27, // 36: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
+	4,  // 37: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
+	12, // 38: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
+	14, // 39: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
+	16, // 40: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
+	18, // 41: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
+	22, // 42: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
+	25, // 43: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
+	28, // 44: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
+	37, // [37:45] is the sub-list for method output_type
+	29, // [29:37] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_toolpdp_v1_toolpdp_proto_init() }
@@ -2379,7 +2531,7 @@ func file_toolpdp_v1_toolpdp_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolpdp_v1_toolpdp_proto_rawDesc), len(file_toolpdp_v1_toolpdp_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

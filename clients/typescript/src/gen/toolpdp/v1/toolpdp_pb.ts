@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolpdp/v1/toolpdp.proto.
  */
 export const file_toolpdp_v1_toolpdp: GenFile = /*@__PURE__*/
-  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEizAIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLUAQoORGVjaWRlUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEg8KB21lc3NhZ2UYAiABKAkSEwoLZGVjaXNpb25faWQYAyABKAkSFwoPcG9saWN5X3JldmlzaW9uGAQgASgJEiMKB3JlYXNvbnMYBSADKAsyEi50b29scGRwLnYxLlJlYXNvbhIoCglleGVjdXRpb24YBiABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAcgASgIIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJIqACCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqYBCg9FeGVjdXRpb25Qb2xpY3kSIAoDZW52GAEgASgLMhMudG9vbHBkcC52MS5FbnZTcGVjEgsKA2N3ZBgCIAEoCRIoCgpyZWFkX3BhdGhzGAMgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgEIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgFIAEoCSIZCghQYXRoTGlzdBINCgVwYXRocxgBIAMoCSJFCgdFbnZTcGVjEgwKBG1vZGUYASABKAkSDQoFbmFtZXMYAiADKAkSHQoVaW5jbHVkZV9zYWZlX2Vudl92YXJzGAMgASgIIpQBCg5Db25maXJtUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIOCgZyZXN1bHQYAiABKAkSFAoMZGVueV9tZXNzYWdlGAMgASgJEhAKCHJlbWVtYmVyGAQgASgIEg8KB2NhbGxfaWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSEgoKc2Vzc2lvbl9pZBgHIAEoCSJYCg9Db25maXJtUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEgwKBGhhbHQYAiABKAgSDwoHbWVzc2FnZRgDIAEoCSKCAQoTUmVwb3J0UmVzdWx0UmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIQCghpc19lcnJvchgCIAEoCBINCgVlcnJvchgDIAEoCRIPCgdjYWxsX2lkGAQgASgJEhAKCGFnZW50X2lkGAUgASgJEhIKCnNlc3Npb25faWQYBiABKAkiJAoUUmVwb3J0UmVzdWx0UmVzcG9uc2USDAoEaGFsdBgBIAEoCCI5ChFFbmRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIiMKEkVuZFNlc3Npb25SZXNwb25zZRINCgVmb3VuZBgBIAEoCCIPCg1TdGF0dXNSZXF1ZXN0Iq4BCg5TdGF0dXNSZXNwb25zZRIXCg9wb2xpY3lfcmV2aXNpb24YASABKAkSKQoHYnVuZGxlcxgCIAMoCzIYLnRvb2xwZHAudjEuQnVuZGxlU3RhdHVzEhIKCmxhc3RfZXJyb3IYAyABKAkSGQoRbG9hZGVkX3VuaXhfbmFub3MYBCABKAMSKQoHc291cmNlcxgFIAMoCzIYLnRvb2xwZHAudjEuU291cmNlU3RhdHVzInAKDFNvdXJjZVN0YXR1cxIMCgRuYW1lGAEgASgJEg4KBnJlbW90ZRgCIAEoCBISCgpsYXN0X2Vycm9yGAMgASgJEh8KF2xhc3Rfc3VjY2Vzc191bml4X25hbm9zGAQgASgDEg0KBXN0YWxlGAUgASgIIi4KDEJ1bmRsZVN0YXR1cxIMCgRuYW1lGAEgASgJEhAKCHJldmlzaW9uGAIgASgJInkKEkxpc3RQZW5kaW5nUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIOCgZyZXZlYWwYBCABKAgSGgoSbWF4X2FyZ3VtZW50X2J5dGVzGAUgASgFIlQKE0xpc3RQZW5kaW5nUmVzcG9uc2USJAoEYXNrcxgBIAMoCzIWLnRvb2xwZHAudjEuUGVuZGluZ0FzaxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiwQMKClBlbmRpbmdBc2sSEwoLZGVjaXNpb25faWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSDwoHbWVzc2FnZRgFIAEoCRIaChJjcmVhdGVkX3VuaXhfbmFub3MYBiABKAMSDwoHY2FsbF9pZBgHIAEoCRIOCgZzZXJ2ZXIYCCABKAkSIwoHcmVhc29ucxgJIAMoCzISLnRvb2xwZHAudjEuUmVhc29uEhEKCWFyZ3VtZW50cxgKIAEoCRIXCg9hcmd1bWVudHNfYnl0ZXMYCyABKAMSGwoTYXJndW1lbnRzX3RydW5jYXRlZBgMIAEoCBIsCgNlbnYYDSADKAsyHy50b29scGRwLnYxLlBlbmRpbmdBc2suRW52RW50cnkSGAoQZXhlY3V0aW9uX3BvbGljeRgOIAEoCRIPCgdzZWNyZXRzGA8gAygJEhAKCHJldmVhbGVkGBAgASgIEhIKCmFnZV9taWxsaXMYESABKAMaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ4ChRBd2FpdERlY2lzaW9uUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIPCgdjYWxsX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEhIKCnNlc3Npb25faWQYBCABKAkSFAoMd2FpdF9zZWNvbmRzGAUgASgFIsIBChVBd2FpdERlY2lzaW9uUmVzcG9uc2USIwoFc3RhdGUYASABKA4yFC50b29scGRwLnYxLkFza1N0YXRlEiYKCGRlY2lzaW9uGAIgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAMgASgJEigKCWV4ZWN1dGlvbhgEIAEoCzIVLnRvb2xwZHAudjEuRXhlY3V0aW9uEgwKBGhhbHQYBSABKAgSEwoLZGVjaXNpb25faWQYBiABKAkiJwoHVG9vbFJlZhIMCgRuYW1lGAEgASgJEg4KBnNlcnZlchgCIAEoCSJeChJGaWx0ZXJUb29sc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIiCgV0b29scxgDIAMoCzITLnRvb2xwZHAudjEuVG9vbFJlZiKUAQoTRmlsdGVyVG9vbHNSZXNwb25zZRIkCgd2aXNpYmxlGAEgAygLMhMudG9vbHBkcC52MS5Ub29sUmVmEiYKBmhpZGRlbhgCIAMoCzIWLnRvb2xwZHAudjEuSGlkZGVuVG9vbBIXCg9hc2tzX3ZpYV9jbGllbnQYAyABKAgSFgoOYWxsb3dfc2FtcGxpbmcYBCABKAgiPwoKSGlkZGVuVG9vbBIhCgR0b29sGAEgASgLMhMudG9vbHBkcC52MS5Ub29sUmVmEg4KBnJlYXNvbhgCIAEoCSpJCghDYXRlZ29yeRIYChRDQVRFR09SWV9VTlNQRUNJRklFRBAAEhEKDUNBVEVHT1JZX1NBRkUQARIQCgxDQVRFR09SWV9BU0sQAipdCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACEhAKDERFQ0lTSU9OX0FTSxADKmsKCEFza1N0YXRlEhkKFUFTS19TVEFURV9VTlNQRUNJRklFRBAAEhUKEUFTS19TVEFURV9QRU5ESU5HEAESFgoSQVNLX1NUQVRFX0FOU1dFUkVEEAISFQoRQVNLX1NUQVRFX0VYUElSRUQQAzLtBAoPRGVjaXNpb25TZXJ2aWNlEj8KBkRlY2lkZRIZLnRvb2xwZHAudjEuRGVjaWRlUmVxdWVzdBoaLnRvb2xwZHAudjEuRGVjaWRlUmVzcG9uc2USQgoHQ29uZmlybRIaLnRvb2xwZHAudjEuQ29uZmlybVJlcXVlc3QaGy50b29scGRwLnYxLkNvbmZpcm1SZXNwb25zZRJRCgxSZXBvcnRSZXN1bHQSHy50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlcXVlc3QaIC50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlc3BvbnNlEksKCkVuZFNlc3Npb24SHS50b29scGRwLnYxLkVuZFNlc3Npb25SZXF1ZXN0Gh4udG9vbHBkcC52MS5FbmRTZXNzaW9uUmVzcG9uc2USPwoGU3RhdHVzEhkudG9vbHBkcC52MS5TdGF0dXNSZXF1ZXN0GhoudG9vbHBkcC52MS5TdGF0dXNSZXNwb25zZRJOCgtMaXN0UGVuZGluZxIeLnRvb2xwZHAudjEuTGlzdFBlbmRpbmdSZXF1ZXN0Gh8udG9vbHBkcC52MS5MaXN0UGVuZGluZ1Jlc3BvbnNlElQKDUF3YWl0RGVjaXNpb24SIC50b29scGRwLnYxLkF3YWl0RGVjaXNpb25SZXF1ZXN0GiEudG9vbHBkcC52MS5Bd2FpdERlY2lzaW9uUmVzcG9uc2USTgoLRmlsdGVyVG9vbHMSHi50b29scGRwLnYxLkZpbHRlclRvb2xzUmVxdWVzdBofLnRvb2xwZHAudjEuRmlsdGVyVG9vbHNSZXNwb25zZUI3WjVnaXRodWIuY29tL3Rvb2xwZHAvdG9vbHBkcC9wcm90by90b29scGRwL3YxO3Rvb2xwZHB2MWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEi5QIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkSFwoPdG9vbF9kZWZpbml0aW9uGBQgASgJGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEikQIKDkRlY2lkZVJlc3BvbnNlEiYKCGRlY2lzaW9uGAEgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAIgASgJEhMKC2RlY2lzaW9uX2lkGAMgASgJEhcKD3BvbGljeV9yZXZpc2lvbhgEIAEoCRIjCgdyZWFzb25zGAUgAygLMhIudG9vbHBkcC52MS5SZWFzb24SKAoJZXhlY3V0aW9uGAYgASgLMhUudG9vbHBkcC52MS5FeGVjdXRpb24SDAoEaGFsdBgHIAEoCBI7ChFkZWZpbml0aW9uX2NoYW5nZRgUIAEoCzIgLnRvb2xwZHAudjEuVG9vbERlZmluaXRpb25DaGFuZ2UijgEKFFRvb2xEZWZpbml0aW9uQ2hhbmdlEg4KBnNlcnZlchgBIAEoCRIMCgR0b29sGAIgASgJEhMKC2tlcHRfZGlnZXN0GAMgASgJEhcKD2tlcHRfZGVmaW5pdGlvbhgEIAEoCRISCgpuZXdfZGlnZXN0GAUgASgJEhYKDm5ld19kZWZpbml0aW9uGAYgASgJIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJIqACCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqYBCg9FeGVjdXRpb25Qb2xpY3kSIAoDZW52GAEgASgLMhMudG9vbHBkcC52MS5FbnZTcGVjEgsKA2N3ZBgCIAEoCRIoCgpyZWFkX3BhdGhzGAMgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgEIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgFIAEoCSIZCghQYXRoTGlzdBINCgVwYXRocxgBIAMoCSJFCgdFbnZTcGVjEgwKBG1vZGUYASABKAkSDQoFbmFtZXMYAiADKAkSHQoVaW5jbHVkZV9zYWZlX2Vudl92YXJzGAMgASgIIpQBCg5Db25maXJtUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIOCgZyZXN1bHQYAiABKAkSFAoMZGVueV9tZXNzYWdlGAMgASgJEhAKCHJlbWVtYmVyGAQgASgIEg8KB2NhbGxfaWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSEgoKc2Vzc2lvbl9pZBgHIAEoCSJYCg9Db25maXJtUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEgwKBGhhbHQYAiABKAgSDwoHbWVzc2FnZRgDIAEoCSKCAQoTUmVwb3J0UmVzdWx0UmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIQCghpc19lcnJvchgCIAEoCBINCgVlcnJvchgDIAEoCRIPCgdjYWxsX2lkGAQgASgJEhAKCGFnZW50X2lkGAUgASgJEhIKCnNlc3Npb25faWQYBiABKAkiJAoUUmVwb3J0UmVzdWx0UmVzcG9uc2USDAoEaGFsdBgBIAEoCCI5ChFFbmRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIiMKEkVuZFNlc3Npb25SZXNwb25zZRINCgVmb3VuZBgBIAEoCCIPCg1TdGF0dXNSZXF1ZXN0Iq4BCg5TdGF0dXNSZXNwb25zZRIXCg9wb2xpY3lfcmV2aXNpb24YASABKAkSKQoHYnVuZGxlcxgCIAMoCzIYLnRvb2xwZHAudjEuQnVuZGxlU3RhdHVzEhIKCmxhc3RfZXJyb3IYAyABKAkSGQoRbG9hZGVkX3VuaXhfbmFub3MYBCABKAMSKQoHc291cmNlcxgFIAMoCzIYLnRvb2xwZHAudjEuU291cmNlU3RhdHVzInAKDFNvdXJjZVN0YXR1cxIMCgRuYW1lGAEgASgJEg4KBnJlbW90ZRgCIAEoCBISCgpsYXN0X2Vycm9yGAMgASgJEh8KF2xhc3Rfc3VjY2Vzc191bml4X25hbm9zGAQgASgDEg0KBXN0YWxlGAUgASgIIi4KDEJ1bmRsZVN0YXR1cxIMCgRuYW1lGAEgASgJEhAKCHJldmlzaW9uGAIgASgJInkKEkxpc3RQZW5kaW5nUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIOCgZyZXZlYWwYBCABKAgSGgoSbWF4X2FyZ3VtZW50X2J5dGVzGAUgASgFIlQKE0xpc3RQZW5kaW5nUmVzcG9uc2USJAoEYXNrcxgBIAMoCzIWLnRvb2xwZHAudjEuUGVuZGluZ0FzaxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki/gMKClBlbmRpbmdBc2sSEwoLZGVjaXNpb25faWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSDwoHbWVzc2FnZRgFIAEoCRIaChJjcmVhdGVkX3VuaXhfbmFub3MYBiABKAMSDwoHY2FsbF9pZBgHIAEoCRIOCgZzZXJ2ZXIYCCABKAkSIwoHcmVhc29ucxgJIAMoCzISLnRvb2xwZHAudjEuUmVhc29uEhEKCWFyZ3VtZW50cxgKIAEoCRIXCg9hcmd1bWVudHNfYnl0ZXMYCyABKAMSGwoTYXJndW1lbnRzX3RydW5jYXRlZBgMIAEoCBIsCgNlbnYYDSADKAsyHy50b29scGRwLnYxLlBlbmRpbmdBc2suRW52RW50cnkSGAoQZXhlY3V0aW9uX3BvbGljeRgOIAEoCRIPCgdzZWNyZXRzGA8gAygJEhAKCHJldmVhbGVkGBAgASgIEhIKCmFnZV9taWxsaXMYESABKAMSOwoRZGVmaW5pdGlvbl9jaGFuZ2UYFCABKAsyIC50b29scGRwLnYxLlRvb2xEZWZpbml0aW9uQ2hhbmdlGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEieAoUQXdhaXREZWNpc2lvblJlcXVlc3QSEwoLZGVjaXNpb25faWQYASABKAkSDwoHY2FsbF9pZBgCIAEoCRIQCghhZ2VudF9pZBgDIAEoCRISCgpzZXNzaW9uX2lkGAQgASgJEhQKDHdhaXRfc2Vjb25kcxgFIAEoBSLCAQoVQXdhaXREZWNpc2lvblJlc3BvbnNlEiMKBXN0YXRlGAEgASgOMhQudG9vbHBkcC52MS5Bc2tTdGF0ZRImCghkZWNpc2lvbhgCIAEoDjIULnRvb2xwZHAudjEuRGVjaXNpb24SDwoHbWVzc2FnZRgDIAEoCRIoCglleGVjdXRpb24YBCABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAUgASgIEhMKC2RlY2lzaW9uX2lkGAYgASgJIjsKB1Rvb2xSZWYSDAoEbmFtZRgBIAEoCRIOCgZzZXJ2ZXIYAiABKAkSEgoKZGVmaW5pdGlvbhgDIAEoCSJeChJGaWx0ZXJUb29sc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIiCgV0b29scxgDIAMoCzITLnRvb2xwZHAudjEuVG9vbFJlZiKUAQoTRmlsdGVyVG9vbHNSZXNwb25zZRIkCgd2aXNpYmxlGAEgAygLMhMudG9vbHBkcC52MS5Ub29sUmVmEiYKBmhpZGRlbhgCIAMoCzIWLnRvb2xwZHAudjEuSGlkZGVuVG9vbBIXCg9hc2tzX3ZpYV9jbGllbnQYAyABKAgSFgoOYWxsb3dfc2FtcGxpbmcYBCABKAgiPwoKSGlkZGVuVG9vbBIhCgR0b29sGAEgASgLMhMudG9vbHBkcC52MS5Ub29sUmVmEg4KBnJlYXNvbhgCIAEoCSpJCghDYXRlZ29yeRIYChRDQVRFR09SWV9VTlNQRUNJRklFRBAAEhEKDUNBVEVHT1JZX1NBRkUQARIQCgxDQVRFR09SWV9BU0sQAipdCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACEhAKDERFQ0lTSU9OX0FTSxADKmsKCEFza1N0YXRlEhkKFUFTS19TVEFURV9VTlNQRUNJRklFRBAAEhUKEUFTS19TVEFURV9QRU5ESU5HEAESFgoSQVNLX1NUQVRFX0FOU1dFUkVEEAISFQoRQVNLX1NUQVRFX0VYUElSRUQQAzLtBAoPRGVjaXNpb25TZXJ2aWNlEj8KBkRlY2lkZRIZLnRvb2xwZHAudjEuRGVjaWRlUmVxdWVzdBoaLnRvb2xwZHAudjEuRGVjaWRlUmVzcG9uc2USQgoHQ29uZmlybRIaLnRvb2xwZHAudjEuQ29uZmlybVJlcXVlc3QaGy50b29scGRwLnYxLkNvbmZpcm1SZXNwb25zZRJRCgxSZXBvcnRSZXN1bHQSHy50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlcXVlc3QaIC50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlc3BvbnNlEksKCkVuZFNlc3Npb24SHS50b29scGRwLnYxLkVuZFNlc3Npb25SZXF1ZXN0Gh4udG9vbHBkcC52MS5FbmRTZXNzaW9uUmVzcG9uc2USPwoGU3RhdHVzEhkudG9vbHBkcC52MS5TdGF0dXNSZXF1ZXN0GhoudG9vbHBkcC52MS5TdGF0dXNSZXNwb25zZRJOCgtMaXN0UGVuZGluZxIeLnRvb2xwZHAudjEuTGlzdFBlbmRpbmdSZXF1ZXN0Gh8udG9vbHBkcC52MS5MaXN0UGVuZGluZ1Jlc3BvbnNlElQKDUF3YWl0RGVjaXNpb24SIC50b29scGRwLnYxLkF3YWl0RGVjaXNpb25SZXF1ZXN0GiEudG9vbHBkcC52MS5Bd2FpdERlY2lzaW9uUmVzcG9uc2USTgoLRmlsdGVyVG9vbHMSHi50b29scGRwLnYxLkZpbHRlclRvb2xzUmVxdWVzdBofLnRvb2xwZHAudjEuRmlsdGVyVG9vbHNSZXNwb25zZUI3WjVnaXRodWIuY29tL3Rvb2xwZHAvdG9vbHBkcC9wcm90by90b29scGRwL3YxO3Rvb2xwZHB2MWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * @generated from message toolpdp.v1.DecideRequest
@@ -83,6 +83,16 @@ export type DecideRequest = Message<"toolpdp.v1.DecideRequest"> & {
    * @generated from field: string call_id = 9;
    */
   callId: string;
+
+  /**
+   * An MCP gateway's: the called tool's definition as its server last
+   * listed it (the tool's JSON object). The definition is checked against
+   * the one kept or pinned for the agent and server before the call is
+   * decided; "" when the gateway has not seen it listed.
+   *
+   * @generated from field: string tool_definition = 20;
+   */
+  toolDefinition: string;
 };
 
 /**
@@ -142,6 +152,16 @@ export type DecideResponse = Message<"toolpdp.v1.DecideResponse"> & {
    * @generated from field: bool halt = 7;
    */
   halt: boolean;
+
+  /**
+   * Set on an ask about a changed MCP tool definition rather than about
+   * the call: a person's allow keeps the new definition, after which the
+   * call is decided as usual (a gateway asks again). Such an ask is never
+   * answered at the MCP client.
+   *
+   * @generated from field: toolpdp.v1.ToolDefinitionChange definition_change = 20;
+   */
+  definitionChange?: ToolDefinitionChange | undefined;
 };
 
 /**
@@ -150,6 +170,53 @@ export type DecideResponse = Message<"toolpdp.v1.DecideResponse"> & {
  */
 export const DecideResponseSchema: GenMessage<DecideResponse> = /*@__PURE__*/
   messageDesc(file_toolpdp_v1_toolpdp, 1);
+
+/**
+ * An MCP tool whose definition differs from the one kept for the agent
+ * and server: both, as RFC 8785 canonical JSON of the tool's name, title,
+ * description, inputSchema, outputSchema and annotations, and their
+ * digests ("sha256:<hex>").
+ *
+ * @generated from message toolpdp.v1.ToolDefinitionChange
+ */
+export type ToolDefinitionChange = Message<"toolpdp.v1.ToolDefinitionChange"> & {
+  /**
+   * @generated from field: string server = 1;
+   */
+  server: string;
+
+  /**
+   * @generated from field: string tool = 2;
+   */
+  tool: string;
+
+  /**
+   * @generated from field: string kept_digest = 3;
+   */
+  keptDigest: string;
+
+  /**
+   * @generated from field: string kept_definition = 4;
+   */
+  keptDefinition: string;
+
+  /**
+   * @generated from field: string new_digest = 5;
+   */
+  newDigest: string;
+
+  /**
+   * @generated from field: string new_definition = 6;
+   */
+  newDefinition: string;
+};
+
+/**
+ * Describes the message toolpdp.v1.ToolDefinitionChange.
+ * Use `create(ToolDefinitionChangeSchema)` to create a new message.
+ */
+export const ToolDefinitionChangeSchema: GenMessage<ToolDefinitionChange> = /*@__PURE__*/
+  messageDesc(file_toolpdp_v1_toolpdp, 2);
 
 /**
  * Reason is one rule that contributed to a decision.
@@ -187,7 +254,7 @@ export type Reason = Message<"toolpdp.v1.Reason"> & {
  * Use `create(ReasonSchema)` to create a new message.
  */
 export const ReasonSchema: GenMessage<Reason> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 2);
+  messageDesc(file_toolpdp_v1_toolpdp, 3);
 
 /**
  * Execution is what a shell tool runs with under an execution policy.
@@ -256,7 +323,7 @@ export type Execution = Message<"toolpdp.v1.Execution"> & {
  * Use `create(ExecutionSchema)` to create a new message.
  */
 export const ExecutionSchema: GenMessage<Execution> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 3);
+  messageDesc(file_toolpdp_v1_toolpdp, 4);
 
 /**
  * ExecutionPolicy is the environment axis. Each part is enforced only
@@ -298,7 +365,7 @@ export type ExecutionPolicy = Message<"toolpdp.v1.ExecutionPolicy"> & {
  * Use `create(ExecutionPolicySchema)` to create a new message.
  */
 export const ExecutionPolicySchema: GenMessage<ExecutionPolicy> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 4);
+  messageDesc(file_toolpdp_v1_toolpdp, 5);
 
 /**
  * PathList wraps a list so that "absent" (not enforced) and "empty" (nothing
@@ -318,7 +385,7 @@ export type PathList = Message<"toolpdp.v1.PathList"> & {
  * Use `create(PathListSchema)` to create a new message.
  */
 export const PathListSchema: GenMessage<PathList> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 5);
+  messageDesc(file_toolpdp_v1_toolpdp, 6);
 
 /**
  * @generated from message toolpdp.v1.EnvSpec
@@ -347,7 +414,7 @@ export type EnvSpec = Message<"toolpdp.v1.EnvSpec"> & {
  * Use `create(EnvSpecSchema)` to create a new message.
  */
 export const EnvSpecSchema: GenMessage<EnvSpec> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 6);
+  messageDesc(file_toolpdp_v1_toolpdp, 7);
 
 /**
  * ConfirmRequest names the ask by decision_id, or by the call_id its Decide
@@ -409,7 +476,7 @@ export type ConfirmRequest = Message<"toolpdp.v1.ConfirmRequest"> & {
  * Use `create(ConfirmRequestSchema)` to create a new message.
  */
 export const ConfirmRequestSchema: GenMessage<ConfirmRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 7);
+  messageDesc(file_toolpdp_v1_toolpdp, 8);
 
 /**
  * @generated from message toolpdp.v1.ConfirmResponse
@@ -442,7 +509,7 @@ export type ConfirmResponse = Message<"toolpdp.v1.ConfirmResponse"> & {
  * Use `create(ConfirmResponseSchema)` to create a new message.
  */
 export const ConfirmResponseSchema: GenMessage<ConfirmResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 8);
+  messageDesc(file_toolpdp_v1_toolpdp, 9);
 
 /**
  * ReportResultRequest names an allowed call by decision_id, or by call_id
@@ -497,7 +564,7 @@ export type ReportResultRequest = Message<"toolpdp.v1.ReportResultRequest"> & {
  * Use `create(ReportResultRequestSchema)` to create a new message.
  */
 export const ReportResultRequestSchema: GenMessage<ReportResultRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 9);
+  messageDesc(file_toolpdp_v1_toolpdp, 10);
 
 /**
  * @generated from message toolpdp.v1.ReportResultResponse
@@ -516,7 +583,7 @@ export type ReportResultResponse = Message<"toolpdp.v1.ReportResultResponse"> & 
  * Use `create(ReportResultResponseSchema)` to create a new message.
  */
 export const ReportResultResponseSchema: GenMessage<ReportResultResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 10);
+  messageDesc(file_toolpdp_v1_toolpdp, 11);
 
 /**
  * @generated from message toolpdp.v1.EndSessionRequest
@@ -540,7 +607,7 @@ export type EndSessionRequest = Message<"toolpdp.v1.EndSessionRequest"> & {
  * Use `create(EndSessionRequestSchema)` to create a new message.
  */
 export const EndSessionRequestSchema: GenMessage<EndSessionRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 11);
+  messageDesc(file_toolpdp_v1_toolpdp, 12);
 
 /**
  * @generated from message toolpdp.v1.EndSessionResponse
@@ -557,7 +624,7 @@ export type EndSessionResponse = Message<"toolpdp.v1.EndSessionResponse"> & {
  * Use `create(EndSessionResponseSchema)` to create a new message.
  */
 export const EndSessionResponseSchema: GenMessage<EndSessionResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 12);
+  messageDesc(file_toolpdp_v1_toolpdp, 13);
 
 /**
  * @generated from message toolpdp.v1.StatusRequest
@@ -570,7 +637,7 @@ export type StatusRequest = Message<"toolpdp.v1.StatusRequest"> & {
  * Use `create(StatusRequestSchema)` to create a new message.
  */
 export const StatusRequestSchema: GenMessage<StatusRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 13);
+  messageDesc(file_toolpdp_v1_toolpdp, 14);
 
 /**
  * @generated from message toolpdp.v1.StatusResponse
@@ -611,7 +678,7 @@ export type StatusResponse = Message<"toolpdp.v1.StatusResponse"> & {
  * Use `create(StatusResponseSchema)` to create a new message.
  */
 export const StatusResponseSchema: GenMessage<StatusResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 14);
+  messageDesc(file_toolpdp_v1_toolpdp, 15);
 
 /**
  * SourceStatus is one --bundle source as the server last saw it. Names
@@ -659,7 +726,7 @@ export type SourceStatus = Message<"toolpdp.v1.SourceStatus"> & {
  * Use `create(SourceStatusSchema)` to create a new message.
  */
 export const SourceStatusSchema: GenMessage<SourceStatus> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 15);
+  messageDesc(file_toolpdp_v1_toolpdp, 16);
 
 /**
  * @generated from message toolpdp.v1.BundleStatus
@@ -681,7 +748,7 @@ export type BundleStatus = Message<"toolpdp.v1.BundleStatus"> & {
  * Use `create(BundleStatusSchema)` to create a new message.
  */
 export const BundleStatusSchema: GenMessage<BundleStatus> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 16);
+  messageDesc(file_toolpdp_v1_toolpdp, 17);
 
 /**
  * @generated from message toolpdp.v1.ListPendingRequest
@@ -728,7 +795,7 @@ export type ListPendingRequest = Message<"toolpdp.v1.ListPendingRequest"> & {
  * Use `create(ListPendingRequestSchema)` to create a new message.
  */
 export const ListPendingRequestSchema: GenMessage<ListPendingRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 17);
+  messageDesc(file_toolpdp_v1_toolpdp, 18);
 
 /**
  * @generated from message toolpdp.v1.ListPendingResponse
@@ -752,7 +819,7 @@ export type ListPendingResponse = Message<"toolpdp.v1.ListPendingResponse"> & {
  * Use `create(ListPendingResponseSchema)` to create a new message.
  */
 export const ListPendingResponseSchema: GenMessage<ListPendingResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 18);
+  messageDesc(file_toolpdp_v1_toolpdp, 19);
 
 /**
  * PendingAsk is an ask decision no person has answered yet.
@@ -867,6 +934,15 @@ export type PendingAsk = Message<"toolpdp.v1.PendingAsk"> & {
    * @generated from field: int64 age_millis = 17;
    */
   ageMillis: bigint;
+
+  /**
+   * An ask about a changed MCP tool definition: the kept and the new
+   * definition, to be shown side by side (each indented, shown as the
+   * text fields are).
+   *
+   * @generated from field: toolpdp.v1.ToolDefinitionChange definition_change = 20;
+   */
+  definitionChange?: ToolDefinitionChange | undefined;
 };
 
 /**
@@ -874,7 +950,7 @@ export type PendingAsk = Message<"toolpdp.v1.PendingAsk"> & {
  * Use `create(PendingAskSchema)` to create a new message.
  */
 export const PendingAskSchema: GenMessage<PendingAsk> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 19);
+  messageDesc(file_toolpdp_v1_toolpdp, 20);
 
 /**
  * AwaitDecisionRequest names the ask by decision_id, or by the call_id its
@@ -916,7 +992,7 @@ export type AwaitDecisionRequest = Message<"toolpdp.v1.AwaitDecisionRequest"> & 
  * Use `create(AwaitDecisionRequestSchema)` to create a new message.
  */
 export const AwaitDecisionRequestSchema: GenMessage<AwaitDecisionRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 20);
+  messageDesc(file_toolpdp_v1_toolpdp, 21);
 
 /**
  * @generated from message toolpdp.v1.AwaitDecisionResponse
@@ -964,7 +1040,7 @@ export type AwaitDecisionResponse = Message<"toolpdp.v1.AwaitDecisionResponse"> 
  * Use `create(AwaitDecisionResponseSchema)` to create a new message.
  */
 export const AwaitDecisionResponseSchema: GenMessage<AwaitDecisionResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 21);
+  messageDesc(file_toolpdp_v1_toolpdp, 22);
 
 /**
  * @generated from message toolpdp.v1.ToolRef
@@ -979,6 +1055,15 @@ export type ToolRef = Message<"toolpdp.v1.ToolRef"> & {
    * @generated from field: string server = 2;
    */
   server: string;
+
+  /**
+   * An MCP gateway's, in FilterToolsRequest: the tool as its server listed
+   * it (the tool's JSON object), so that its definition's digest is kept
+   * and a changed one hidden. Never set in a response.
+   *
+   * @generated from field: string definition = 3;
+   */
+  definition: string;
 };
 
 /**
@@ -986,7 +1071,7 @@ export type ToolRef = Message<"toolpdp.v1.ToolRef"> & {
  * Use `create(ToolRefSchema)` to create a new message.
  */
 export const ToolRefSchema: GenMessage<ToolRef> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 22);
+  messageDesc(file_toolpdp_v1_toolpdp, 23);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsRequest
@@ -1013,7 +1098,7 @@ export type FilterToolsRequest = Message<"toolpdp.v1.FilterToolsRequest"> & {
  * Use `create(FilterToolsRequestSchema)` to create a new message.
  */
 export const FilterToolsRequestSchema: GenMessage<FilterToolsRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 23);
+  messageDesc(file_toolpdp_v1_toolpdp, 24);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsResponse
@@ -1049,7 +1134,7 @@ export type FilterToolsResponse = Message<"toolpdp.v1.FilterToolsResponse"> & {
  * Use `create(FilterToolsResponseSchema)` to create a new message.
  */
 export const FilterToolsResponseSchema: GenMessage<FilterToolsResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 24);
+  messageDesc(file_toolpdp_v1_toolpdp, 25);
 
 /**
  * @generated from message toolpdp.v1.HiddenTool
@@ -1071,7 +1156,7 @@ export type HiddenTool = Message<"toolpdp.v1.HiddenTool"> & {
  * Use `create(HiddenToolSchema)` to create a new message.
  */
 export const HiddenToolSchema: GenMessage<HiddenTool> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 25);
+  messageDesc(file_toolpdp_v1_toolpdp, 26);
 
 /**
  * Category is the caller's safety classification of a tool.
