@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -58,6 +59,9 @@ type session struct {
 	toClient func(jsonrpc.Message) error
 	toServer func(jsonrpc.Message) error
 	end      func(reason string) // the session is over (a halt): close the connection
+	// halting is set before the answer that halts is sent: a call the
+	// client sends on reading it is neither decided nor forwarded.
+	halting atomic.Bool
 
 	mu          sync.Mutex
 	forwarded   map[jsonrpc.ID]forwardedCall          // client requests sent on to the server
@@ -87,6 +91,9 @@ func newSession(cfg Config, id string) *session {
 func (s *session) fromClient(ctx context.Context, m jsonrpc.Message) {
 	switch m := m.(type) {
 	case *jsonrpc.Request:
+		if s.halting.Load() {
+			return // the session is over; the connection closes
+		}
 		if !m.IsCall() {
 			s.clientNotification(m)
 			return
@@ -309,6 +316,9 @@ func (s *session) decideCall(ctx context.Context, m *jsonrpc.Request) {
 	}
 	switch decision {
 	case pb.Decision_DECISION_ALLOW:
+		if s.halting.Load() {
+			return // decided while a halt was being answered: never forwarded
+		}
 		// What goes upstream is encoded from what was decided, never the
 		// client's bytes; the log ties it to the decision.
 		params := c.params()
@@ -410,6 +420,9 @@ func (s *session) refuse(m *jsonrpc.Request, message string, halt bool) {
 		})}
 	} else {
 		r = &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: codeRefused, Message: message}}
+	}
+	if halt {
+		s.halting.Store(true)
 	}
 	s.answer(r)
 	if halt {

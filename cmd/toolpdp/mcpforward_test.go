@@ -532,7 +532,12 @@ func TestMCPProxyRefusesAmbiguousServerAnswer(t *testing.T) {
 	if strings.Contains(m.raw, "get-env\"") || m.Error == nil || !strings.Contains(m.Error.Message, `the key "NAME" equals the key "name" ignoring case`) {
 		t.Fatalf("tools/list with an ambiguous tool: %s", m.raw)
 	}
-	// The session goes on.
+	// A call of this server's tools is then refused: their definitions
+	// cannot be read to be checked.
 	c.send(echoCall("3", "still here"))
-	wantEcho(t, c.await(ctx, "3"), "still here")
+	if m := c.await(ctx, "3"); strings.Contains(m.raw, `"still here"`) && !strings.Contains(m.raw, "its definition could not be checked") {
+		t.Fatalf("echo with the server's list unreadable: %s", m.raw)
+	} else if !strings.Contains(m.raw, "its definition could not be checked") {
+		t.Fatalf("echo with the server's list unreadable: %s, want a refusal saying the definition could not be checked", m.raw)
+	}
 }
