@@ -53,8 +53,14 @@ func (s *state) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{s.upGauge, s.errors}, s.store.Collectors()...)
 }
 
-// result notes how an operation on the store went.
-func (s *state) result(op string, err error) error {
+// result notes how an operation on the store went. An operation cut
+// short by its caller — a deadline it set, a call it cancelled — says
+// nothing of the store: it leaves health as it was, so that no caller can
+// raise a "store down" alarm by asking with a deadline already past.
+func (s *state) result(ctx context.Context, op string, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return err
+	}
 	if err != nil {
 		s.errors.WithLabelValues(op).Inc()
 	}
@@ -116,7 +122,7 @@ func (s *state) resolve(ctx context.Context, p *session.Pin, current *policy.Age
 	body := p.Body
 	if body == nil {
 		var err error
-		if body, err = s.store.PinBody(ctx, p.Digest); s.result("pin", err) != nil {
+		if body, err = s.store.PinBody(ctx, p.Digest); s.result(ctx, "pin", err) != nil {
 			return nil, err
 		}
 		if body == nil {

@@ -2,17 +2,22 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/toolpdp/toolpdp/internal/redistest"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -188,4 +193,218 @@ func fileKillRun(t *testing.T, run, asks, killAt int) (lost int) {
 	}
 	t.Logf("run %d: %d answers heard before kill -9; after the restart %d answered, %d pending", run, len(heard), answered, pending)
 	return lost
+}
+
+// confirmations are the tool.confirmation events of decision logs, by
+// decision id.
+func confirmations(t *testing.T, paths ...string) map[string][]map[string]any {
+	t.Helper()
+	out := map[string][]map[string]any{}
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			var ev map[string]any
+			if json.Unmarshal([]byte(line), &ev) == nil && ev["type"] == "tool.confirmation" {
+				id, _ := ev["decision_id"].(string)
+				out[id] = append(out[id], ev)
+			}
+		}
+	}
+	return out
+}
+
+// stallRedis keeps Redis busy for d with another client's script, as a
+// slow Lua script of any tenant would: every other command waits.
+func stallRedis(t *testing.T, addr string, d time.Duration) <-chan error {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, ReadTimeout: d + 10*time.Second})
+	t.Cleanup(func() { c.Close() })
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Eval(context.Background(), `local t = redis.call('TIME')
+local from = tonumber(t[1]) * 1000000 + tonumber(t[2])
+while true do
+  local n = redis.call('TIME')
+  if tonumber(n[1]) * 1000000 + tonumber(n[2]) - from > tonumber(ARGV[1]) then break end
+end
+return 1`, nil, d.Microseconds()).Err()
+	}()
+	return done
+}
+
+// Redis kept busy for 1.5 s by another client while 16 people answer:
+// every Confirm's reply is what its waiter hears and what the decision
+// log holds, once, with who answered; an allow is never turned into a
+// deny by the stall, and an approval asked to be remembered is.
+func TestRedisBusyDuringConfirms(t *testing.T) {
+	redis := redistest.Start(t)
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "bundle")
+	writeStateBundle(t, bundle, stateAgents, "v1")
+	var rs []*replica
+	var logs []string
+	for i := range 2 {
+		d := filepath.Join(dir, fmt.Sprint("replica", i))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, filepath.Join(d, "decisions.log"))
+		rs = append(rs, startReplica(t, d, bundle, redis.URL(), "--decision-log", logs[i], "--eval-timeout", "10s"))
+	}
+	a, b := rs[0], rs[1]
+	const n = 16
+	ids := make([]string, n)
+	for i := range n {
+		ask := a.decide(t, fmt.Sprint("busy-", i), "bash")
+		if ask.Decision != pb.Decision_DECISION_ASK {
+			t.Fatalf("ask %d: %s", i, ask.Decision)
+		}
+		ids[i] = ask.DecisionId
+	}
+	heard := make([]chan *pb.AwaitDecisionResponse, n)
+	for i, id := range ids {
+		heard[i] = make(chan *pb.AwaitDecisionResponse, 1)
+		go func() {
+			for {
+				resp, err := a.agent.AwaitDecision(context.Background(), &pb.AwaitDecisionRequest{DecisionId: id, WaitSeconds: 60})
+				if err == nil && resp.State == pb.AskState_ASK_STATE_PENDING {
+					continue
+				}
+				if err != nil {
+					t.Errorf("waiter of %s: %v", id, err)
+				}
+				heard[i] <- resp
+				return
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // the waiters are waiting
+	confirm := func(i int) (*pb.ConfirmResponse, error) {
+		req := &pb.ConfirmRequest{DecisionId: ids[i], Result: "allow", Remember: true}
+		if i%4 == 3 {
+			req = &pb.ConfirmRequest{DecisionId: ids[i], Result: "deny", DenyMessage: "not now"}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return b.approver.Confirm(ctx, req)
+	}
+	stalled := stallRedis(t, redis.Addr, 1500*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the script is running
+	replies := make([]*pb.ConfirmResponse, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); replies[i], errs[i] = confirm(i) }()
+	}
+	wg.Wait()
+	if err := <-stalled; err != nil {
+		t.Fatalf("the busy script: %v", err)
+	}
+	unavailable := 0
+	for i := range n {
+		if errs[i] == nil {
+			continue
+		}
+		if grpcstatus.Code(errs[i]) != codes.Unavailable {
+			t.Fatalf("Confirm %d during the stall: %v", i, errs[i])
+		}
+		// Not recorded, so nobody was told: still pending, answered now.
+		unavailable++
+		st, err := a.agent.AwaitDecision(context.Background(), &pb.AwaitDecisionRequest{DecisionId: ids[i]})
+		if err != nil || st.State != pb.AskState_ASK_STATE_PENDING {
+			t.Fatalf("ask %d after an UNAVAILABLE Confirm: %v %v, want it still pending", i, st, err)
+		}
+		if replies[i], errs[i] = confirm(i); errs[i] != nil {
+			t.Fatalf("Confirm %d again after the stall: %v", i, errs[i])
+		}
+	}
+	agree := 0
+	var logged map[string][]map[string]any
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		logged = confirmations(t, logs...)
+		if len(logged) >= n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i, id := range ids {
+		want := pb.Decision_DECISION_ALLOW
+		if i%4 == 3 {
+			want = pb.Decision_DECISION_DENY
+		}
+		var w *pb.AwaitDecisionResponse
+		select {
+		case w = <-heard[i]:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the waiter of ask %d never heard", i)
+		}
+		lines := logged[id]
+		ok := replies[i].Decision == want && w != nil && w.State == pb.AskState_ASK_STATE_ANSWERED && w.Decision == want && len(lines) == 1
+		if ok {
+			ev := lines[0]
+			by, _ := ev["answered_by"].(string)
+			ok = by != "" && ev["outcome"] == strings.ToLower(strings.TrimPrefix(want.String(), "DECISION_")) && ev["remember"] == (want == pb.Decision_DECISION_ALLOW)
+		}
+		if !ok {
+			t.Errorf("ask %d: reply %v, waiter %v, decision log %v (want %s, one line with who answered)", i, replies[i], w, lines, want)
+			continue
+		}
+		if want == pb.Decision_DECISION_ALLOW {
+			if again := a.decide(t, fmt.Sprint("busy-", i), "bash"); again.Decision != pb.Decision_DECISION_ALLOW {
+				t.Errorf("ask %d: the remembered approval is gone: the same call is %s", i, again.Decision)
+				continue
+			}
+		}
+		agree++
+	}
+	t.Logf("busy confirm: log and reply agree %d/%d (%d UNAVAILABLE during the stall, answered again after it)", agree, n, unavailable)
+}
+
+// AwaitDecision with wait_seconds 0 on Redis answers at once from the
+// store — PENDING for a pending ask, ANSWERED for an answered one — and
+// a caller's own deadline never counts as the store being down.
+func TestRedisAwaitZero(t *testing.T) {
+	redis := redistest.Start(t)
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "bundle")
+	writeStateBundle(t, bundle, stateAgents, "v1")
+	ml := listenLoopback(t)
+	metrics := ml.Addr().String()
+	ml.Close()
+	r := startReplica(t, dir, bundle, redis.URL(), "--metrics-listen", metrics)
+	pending := r.decide(t, "w0", "bash")
+	answered := r.decide(t, "w0", "bash")
+	if _, err := r.approver.Confirm(context.Background(), &pb.ConfirmRequest{DecisionId: answered.DecisionId, Result: "deny", DenyMessage: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		st, err := r.agent.AwaitDecision(context.Background(), &pb.AwaitDecisionRequest{DecisionId: pending.DecisionId})
+		if err != nil || st.State != pb.AskState_ASK_STATE_PENDING {
+			t.Fatalf("AwaitDecision{0} of a pending ask: %v %v", st, err)
+		}
+		st, err = r.agent.AwaitDecision(context.Background(), &pb.AwaitDecisionRequest{DecisionId: answered.DecisionId})
+		if err != nil || st.State != pb.AskState_ASK_STATE_ANSWERED || st.Decision != pb.Decision_DECISION_DENY || st.Message != "no" {
+			t.Fatalf("AwaitDecision{0} of an answered ask: %v %v", st, err)
+		}
+		// A caller whose deadline is all but past: whatever it is told,
+		// the store is not down.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		_, _ = r.agent.AwaitDecision(ctx, &pb.AwaitDecisionRequest{DecisionId: pending.DecisionId, WaitSeconds: 5})
+		cancel()
+	}
+	if st := r.stateHealth(t); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("state health after waits of 0: %s", st)
+	}
+	if up := metricValue(t, metrics, "toolpdp_state_store_up"); up != 1 {
+		t.Fatalf("toolpdp_state_store_up after waits of 0: %v", up)
+	}
+	t.Logf("await 0: pending/answered")
 }

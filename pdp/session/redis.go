@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -349,6 +350,10 @@ type answerDoc struct {
 	AnsweredBy string `json:"by,omitempty"`
 }
 
+// settleBound is how long an answer whose reply was lost is settled for:
+// Redis is asked, again and again, whether the answer was stored.
+const settleBound = 10 * time.Second
+
 func (r *Redis) Answer(ctx context.Context, id, workspace string, answer func(*Call), now time.Time) (*Call, Lookup, bool, error) {
 	c, found, err := r.Get(ctx, id, workspace, now)
 	if err != nil || found != Found {
@@ -362,16 +367,25 @@ func (r *Redis) Answer(ctx context.Context, id, workspace string, answer func(*C
 	if err != nil {
 		return nil, NotFound, false, err
 	}
+	nonce := newNonce()
 	v, err := r.run(ctx, answerScript, now, id, workspace, int(c.Answer), effect(c.Answer), adoc, r.b.PendingTTL.Milliseconds(),
-		r.b.MaxPending, r.maxPendingBytes(), r.channel())
+		r.b.MaxPending, r.maxPendingBytes(), r.channel(), nonce)
+	if err != nil && !errors.Is(err, ErrStateLost) {
+		// The script may have run although its reply was lost (a stall, a
+		// timeout): ask whether it did rather than answer again.
+		v, err = r.settle(ctx, id, workspace, nonce, now)
+	}
 	if err != nil {
 		return nil, NotFound, false, err
 	}
 	out, _ := v.([]any)
-	if len(out) != 3 {
+	if len(out) != 4 {
 		return nil, NotFound, false, fmt.Errorf("%w: answer: an unexpected answer %v", ErrUnavailable, v)
 	}
 	status, _ := out[0].(string)
+	if status == "answered" && fmt.Sprint(out[3]) == nonce { // this very answer, stored by an attempt whose reply was lost
+		status = "ok"
+	}
 	switch status {
 	case "ok":
 		c.Halt = toInt(out[1]) == 1
@@ -388,8 +402,37 @@ func (r *Redis) Answer(ctx context.Context, id, workspace string, answer func(*C
 	case "notask":
 		c.Answer = pb.Decision_DECISION_UNSPECIFIED
 		return &c, Found, false, nil
+	case "void":
+		return nil, NotFound, false, fmt.Errorf("%w: %s: the answer could not be stored (the store did not reply in time); the ask is still pending: answer it again", ErrUnavailable, r.where)
 	}
 	return nil, NotFound, false, nil
+}
+
+// settle learns whether the answer of nonce to ask id was stored, asking
+// again within settleBound: answered (by this nonce or another), or void —
+// not stored, and now never to be. Its reads are not cut by the caller's
+// deadline: a person who was not told must not be overruled later by a
+// copy of their answer still on its way.
+func (r *Redis) settle(ctx context.Context, id, workspace, nonce string, now time.Time) (any, error) {
+	deadline := time.Now().Add(settleBound)
+	pause := 50 * time.Millisecond
+	for {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		v, err := r.run(sctx, settleScript, now, id, workspace, nonce, max(r.b.PendingTTL, time.Minute).Milliseconds())
+		cancel()
+		if err == nil || errors.Is(err, ErrStateLost) || time.Now().After(deadline) {
+			return v, err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 500*time.Millisecond)
+	}
+}
+
+// newNonce names one attempt to answer an ask.
+func newNonce() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func (r *Redis) channel() string { return r.prefix + "answered" }

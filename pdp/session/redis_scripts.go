@@ -132,35 +132,57 @@ return {halt}
 `)
 
 // answer: id, ws, answer (the decision's number), effect, what goes with
-// the answer (a document), ttl, max pending, max pending bytes, channel.
-// Returns {status, halt, ans} with status ok, notfound, expired, notask or
-// answered.
+// the answer (a document), ttl, max pending, max pending bytes, channel,
+// the answer's nonce. Returns {status, halt, ans, nonce} with status ok,
+// notfound, expired, notask, answered (nonce: the one that answered) or
+// void (settle gave this nonce up: it must never answer).
 var answerScript = script(`
 local id, ws, ans, effect, adoc = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-local ttl, maxn, maxbytes, channel = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
+local ttl, maxn, maxbytes, channel, nonce = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11], ARGV[12]
+if redis.call('EXISTS', P .. 'void:' .. nonce) == 1 then
+  return {'void', 0, '', ''}
+end
 local c = P .. 'c:' .. id
-local f = redis.call('HMGET', c, 'ws', 'dec', 'ans', 'created', 'sk', 'max', 'q', 'exp')
+local f = redis.call('HMGET', c, 'ws', 'dec', 'ans', 'created', 'sk', 'max', 'q', 'exp', 'halt', 'an')
 if not f[1] or f[1] ~= ws then
-  return {'notfound', 0, ''}
+  return {'notfound', 0, '', ''}
 end
 if f[3] ~= '' then
-  return {'answered', 0, f[3]}
+  return {'answered', num(f[9]), f[3], f[10] or ''}
 end
 if f[8] == '1' then
-  return {'expired', 0, ''}
+  return {'expired', 0, '', ''}
 end
 if f[7] ~= 'asks' then
-  return {'notask', 0, ''}
+  return {'notask', 0, '', ''}
 end
 if now - num(f[4]) > ttl then
   expire_ask(id, channel, maxn, maxbytes)
-  return {'expired', 0, ''}
+  return {'expired', 0, '', ''}
 end
 local halt = count(f[5], effect, num(f[6]))
-redis.call('HSET', c, 'ans', ans, 'adoc', adoc, 'halt', halt)
+redis.call('HSET', c, 'ans', ans, 'adoc', adoc, 'halt', halt, 'an', nonce)
 move(id, 'recent', maxn, maxbytes)
 redis.call('PUBLISH', channel, id)
-return {'ok', halt, ans}
+return {'ok', halt, ans, nonce}
+`)
+
+// settle: id, ws, nonce, ttl. After an answer whose reply was lost, it
+// tells whether the answer was stored, and if not, makes sure it never
+// will be: the nonce is void, so a copy still on its way is refused.
+// Returns {status, halt, ans, nonce} with status answered (nonce: the one
+// that answered), notfound or void.
+var settleScript = script(`
+local id, ws, nonce, ttl = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+local f = redis.call('HMGET', P .. 'c:' .. id, 'ws', 'ans', 'halt', 'an')
+if f[1] and f[1] == ws and f[2] and f[2] ~= '' then
+  return {'answered', num(f[3]), f[2], f[4] or ''}
+end
+redis.call('SET', P .. 'void:' .. nonce, '1', 'PX', ttl)
+if not f[1] or f[1] ~= ws then
+  return {'notfound', 0, '', ''}
+end
+return {'void', 0, '', ''}
 `)
 
 // report: id, ws, is error (1/0), allow (the decision's number).
