@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -407,4 +408,168 @@ func TestRedisAwaitZero(t *testing.T) {
 		t.Fatalf("toolpdp_state_store_up after waits of 0: %v", up)
 	}
 	t.Logf("await 0: pending/answered")
+}
+
+// stateEvents are the decision log's lines of a type.
+func logEvents(t *testing.T, path, typ string) []map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, line := range strings.Split(string(raw), "\n") {
+		var ev map[string]any
+		if json.Unmarshal([]byte(line), &ev) == nil && ev["type"] == typ {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// untilLost waits until r's calls with a session are denied state_lost;
+// meanwhile every such call must be a deny (state_unavailable while the
+// connection comes back), never a fresh session.
+func untilLost(t *testing.T, r *replica, name string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp := r.decide(t, "halted", "rm")
+		rule := ""
+		if len(resp.Reasons) > 0 {
+			rule = resp.Reasons[0].Rule
+		}
+		if resp.Decision != pb.Decision_DECISION_DENY || (rule != "state_lost" && rule != "state_unavailable") {
+			t.Fatalf("%s: the halted session after the store lost its data: %s %v (halt %v), want a state_lost deny", name, resp.Decision, resp.Reasons, resp.Halt)
+		}
+		if rule == "state_lost" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never said state_lost\n%s", name, r.p.stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if resp := r.decide(t, "fresh-while-lost", "Read"); resp.Decision != pb.Decision_DECISION_DENY || resp.Reasons[0].Rule != "state_lost" {
+		t.Fatalf("%s: a new session while the store is lost: %s %v", name, resp.Decision, resp.Reasons)
+	}
+	if st := r.stateHealth(t); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("%s: state health while lost: %s", name, st)
+	}
+	st, err := r.agent.Status(context.Background(), &pb.StatusRequest{})
+	if err != nil || !st.GetState().GetLost() || st.GetState().GetMessage() == "" {
+		t.Fatalf("%s: Status while lost: %v %v", name, st.GetState(), err)
+	}
+}
+
+// untilFresh waits until r decides a new session again.
+func untilFresh(t *testing.T, r *replica, name, session string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp := r.decide(t, session, "Read")
+		if resp.Decision == pb.Decision_DECISION_ALLOW {
+			break
+		}
+		if rule := resp.Reasons[0].Rule; rule != "state_lost" && rule != "state_unavailable" {
+			t.Fatalf("%s after the loss was accepted: %s %v", name, resp.Decision, resp.Reasons)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never decided a fresh session after the loss was accepted: %v\n%s", name, resp.Reasons, r.p.stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := r.stateHealth(t); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("%s: state health after the accepted loss: %s", name, st)
+	}
+}
+
+// A Redis that lost its data is noticed by every replica: restarted
+// empty under two replicas, the next session call on each is state_lost
+// (not a fresh session that would have cleared the halt), Status and
+// health say so, a replica started meanwhile is lost too, and pending
+// asks cannot be answered; `toolpdp state accept-reset` on one replica's
+// approver address lets every replica start sessions afresh, recorded
+// with who accepted. A FLUSHALL is noticed the same way, and a restart
+// with --state-accept-reset accepts it.
+func TestRedisStoreLostNoticedOnEveryReplica(t *testing.T) {
+	redis := redistest.Start(t)
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "bundle")
+	writeStateBundle(t, bundle, stateAgents, "v1")
+	var rs []*replica
+	var logs, dirs []string
+	for i := range 2 {
+		d := filepath.Join(dir, fmt.Sprint("replica", i))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs, logs = append(dirs, d), append(logs, filepath.Join(d, "decisions.log"))
+		rs = append(rs, startReplica(t, d, bundle, redis.URL(), "--decision-log", logs[i], "--eval-timeout", "10s"))
+	}
+	a, b := rs[0], rs[1]
+	for range 3 {
+		a.decide(t, "halted", "rm")
+	}
+	if resp := b.decide(t, "halted", "rm"); !resp.Halt {
+		t.Fatal("the session did not halt")
+	}
+	ask := a.decide(t, "asking", "bash")
+
+	redis.Restart(t) // empty: no persistence
+	untilLost(t, a, "replica 0")
+	untilLost(t, b, "replica 1")
+	if _, err := b.approver.Confirm(context.Background(), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); grpcstatus.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "state_lost") {
+		t.Fatalf("Confirm of an ask the store lost: %v", err)
+	}
+	// A replica starting now sees the loss the others marked.
+	d3 := filepath.Join(dir, "replica2")
+	if err := os.Mkdir(d3, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := startReplica(t, d3, bundle, redis.URL(), "--eval-timeout", "10s")
+	untilLost(t, c, "replica 2 (started after the loss)")
+
+	out, err := exec.Command(binary(t), "state", "accept-reset", "--addr", "unix://"+filepath.Join(dirs[0], "approver.sock")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "accepted") {
+		t.Fatalf("toolpdp state accept-reset: %v\n%s", err, out)
+	}
+	for i, r := range []*replica{a, b, c} {
+		untilFresh(t, r, fmt.Sprint("replica ", i), "after-accept")
+	}
+	var resets []map[string]any
+	deadline := time.Now().Add(10 * time.Second)
+	for len(resets) == 0 && time.Now().Before(deadline) {
+		resets = logEvents(t, logs[0], "toolpdp.state_reset")
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(resets) != 1 || !strings.Contains(fmt.Sprint(resets[0]["accepted_by"]), "approver.sock") || resets[0]["lost_epoch"] == "" {
+		t.Fatalf("the decision log's state resets: %v", resets)
+	}
+
+	// FLUSHALL: noticed the same way; a restart with --state-accept-reset
+	// accepts it, and the replicas that stayed up go on.
+	fl := goredis.NewClient(&goredis.Options{Addr: redis.Addr})
+	defer fl.Close()
+	if err := fl.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	untilLost(t, a, "replica 0 after FLUSHALL")
+	b.kill9(t)
+	d4 := filepath.Join(dir, "replica1-again")
+	if err := os.Mkdir(d4, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log4 := filepath.Join(d4, "decisions.log")
+	b = startReplica(t, d4, bundle, redis.URL(), "--decision-log", log4, "--eval-timeout", "10s", "--state-accept-reset")
+	untilFresh(t, b, "replica 1 restarted with --state-accept-reset", "after-flush")
+	untilFresh(t, a, "replica 0 after replica 1 accepted", "after-flush")
+	deadline = time.Now().Add(10 * time.Second)
+	for resets = nil; len(resets) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resets = logEvents(t, log4, "toolpdp.state_reset")
+	}
+	if len(resets) != 1 || !strings.Contains(fmt.Sprint(resets[0]["accepted_by"]), "--state-accept-reset") {
+		t.Fatalf("the decision log of the replica restarted with --state-accept-reset: %v", resets)
+	}
+	t.Logf("store lost: noticed on every replica (3 replicas; Redis restarted empty, then FLUSHALL)")
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -40,6 +41,10 @@ type File struct {
 	pinsSeen map[[sha256.Size]byte]bool // pins already written
 
 	activated bool // Activate ran in this process
+
+	opened     os.FileInfo // the file as opened: the path must keep naming it
+	storeEpoch string      // the file's epoch, written once when it was made
+	lost       error       // the path stopped naming the opened file: nothing written since is kept
 }
 
 var (
@@ -48,6 +53,7 @@ var (
 	pinsBucket     = []byte("pins")
 	metaBucket     = []byte("meta")
 	policyKey      = []byte("policy")
+	epochKey       = []byte("epoch")
 )
 
 // fileOp is one write: value nil deletes.
@@ -68,6 +74,10 @@ func OpenFile(path string, b Bounds) (*File, error) {
 	}
 	f := &File{Memory: NewMemory(b), db: db, path: path, stopped: make(chan struct{}), pinsSeen: map[[sha256.Size]byte]bool{}}
 	f.cond = sync.NewCond(&f.mu)
+	if f.opened, err = os.Stat(path); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("--state file:%s: %w", path, err)
+	}
 	if err := f.load(time.Now()); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("--state file:%s: %w", path, err)
@@ -249,6 +259,9 @@ func latestOps(batch []fileOp) []fileOp {
 func (f *File) sync() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.lost != nil {
+		return f.lost
+	}
 	mine := f.queued
 	for f.written < mine {
 		if f.failed.err != nil {
@@ -357,10 +370,22 @@ func (f *File) Activate(ctx context.Context, digest string) (string, error) {
 	return epoch, f.sync()
 }
 
-// Ping reports whether the last write to the file failed.
+// Ping reports whether the last write to the file failed, and whether
+// the path still names the file this process opened: one removed or
+// replaced under it (a volume wiped, a file restored from elsewhere)
+// keeps nothing written from then on, so the store counts as lost until
+// the process restarts and opens the file the path names.
 func (f *File) Ping(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.lost == nil {
+		if now, err := os.Stat(f.path); err != nil || !os.SameFile(now, f.opened) {
+			f.lost = fmt.Errorf("%w: the state file %s was removed or replaced while this process had it open (epoch %s)", ErrStateLost, f.path, f.storeEpoch)
+		}
+	}
+	if f.lost != nil {
+		return f.lost
+	}
 	if f.failed.err != nil {
 		return fmt.Errorf("%w: writing %s: %v", ErrUnavailable, f.path, f.failed.err)
 	}
@@ -384,6 +409,15 @@ func (f *File) load(now time.Time) error {
 	return f.db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{sessionsBucket, callsBucket, pinsBucket, metaBucket} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(metaBucket)
+		if v := meta.Get(epochKey); v != nil {
+			f.storeEpoch = string(v)
+		} else {
+			f.storeEpoch = newStoreEpoch()
+			if err := meta.Put(epochKey, []byte(f.storeEpoch)); err != nil {
 				return err
 			}
 		}
@@ -484,4 +518,13 @@ func (f *File) load(now time.Time) error {
 		}
 		return nil
 	})
+}
+
+// AcceptReset: a file store that was lost is opened anew by a restart,
+// which loads the file the path names as it is.
+func (f *File) AcceptReset(ctx context.Context, by string) (string, string, error) {
+	if err := f.Ping(ctx); err == nil {
+		return "", f.storeEpoch, nil
+	}
+	return "", "", fmt.Errorf("the state file %s was removed or replaced under this process: restart toolpdp, which opens the file the path names now", f.path)
 }

@@ -281,3 +281,77 @@ end
 redis.call('HSET', P .. 'policy', 'digest', digest, 'epoch', fresh)
 return fresh
 `)
+
+// open: a new epoch. Returns {status, epoch}: new (the store was empty of
+// an epoch: this one is written), lost (a process saw the epoch vanish:
+// the value names it) or ok.
+var openScript = script(`
+local fresh = ARGV[3]
+local cur = redis.call('GET', P .. 'epoch')
+if not cur then
+  redis.call('SET', P .. 'epoch', fresh)
+  return {'new', fresh}
+end
+if string.sub(cur, 1, 5) == 'lost:' then
+  return {'lost', cur}
+end
+return {'ok', cur}
+`)
+
+// check: the process's epoch. Returns {status, epoch}: ok, adopted (an
+// operator accepted the loss of the process's epoch: the epoch in force)
+// or lost (the epoch in force, or false; a vanished epoch is marked lost,
+// so that a process starting later sees the loss too).
+var checkScript = script(`
+local mine = ARGV[3]
+local cur = redis.call('GET', P .. 'epoch')
+if cur and cur == mine and string.sub(mine, 1, 5) ~= 'lost:' then
+  return {'ok', cur}
+end
+local key = mine
+if string.sub(key, 1, 5) == 'lost:' then
+  key = string.sub(key, 6)
+end
+local rec = redis.call('HGET', P .. 'epoch:accepted', key)
+if rec and cur then
+  local to = string.match(rec, '^([^|]*)|')
+  if to == cur then
+    return {'adopted', cur}
+  end
+end
+if not cur then
+  redis.call('SET', P .. 'epoch', 'lost:' .. key, 'NX')
+end
+return {'lost', cur or ''}
+`)
+
+// accept: the process's epoch, a new epoch, who accepts. An operator
+// accepts that the store lost what it held: a vanished or lost-marked
+// epoch is replaced by the new one, and every lost epoch known here is
+// recorded as accepted, so that each process that held it adopts the
+// epoch in force. Returns {status, from, to}: none (nothing was lost) or
+// accepted.
+var acceptScript = script(`
+local mine, fresh, by = ARGV[3], ARGV[4], ARGV[5]
+local cur = redis.call('GET', P .. 'epoch')
+if cur and cur == mine and string.sub(mine, 1, 5) ~= 'lost:' then
+  return {'none', cur, cur}
+end
+local to = cur
+if not cur or string.sub(cur, 1, 5) == 'lost:' then
+  to = fresh
+  redis.call('SET', P .. 'epoch', fresh)
+end
+local rec = to .. '|' .. by .. '|' .. now
+local from = ''
+for _, e in ipairs({mine, cur or ''}) do
+  if string.sub(e, 1, 5) == 'lost:' then
+    e = string.sub(e, 6)
+  end
+  if e ~= '' and e ~= to then
+    redis.call('HSET', P .. 'epoch:accepted', e, rec)
+    from = e
+  end
+end
+return {'accepted', from, to}
+`)

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -104,7 +105,7 @@ func (r *Redis) Wait(ctx context.Context, id, workspace string, now func() time.
 		// A read that fails while there is time left to wait is tried
 		// again at the next tick: a store that stalls for a moment does
 		// not end a wait; one still failing when the wait ends does.
-		if err != nil && ctx.Err() != nil {
+		if err != nil && (ctx.Err() != nil || errors.Is(err, ErrStateLost)) {
 			return c, found, err
 		}
 		if err == nil && (found != Found || c.Decision != pb.Decision_DECISION_ASK || c.Answer != pb.Decision_DECISION_UNSPECIFIED) {
