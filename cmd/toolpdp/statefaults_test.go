@@ -575,3 +575,68 @@ func TestRedisStoreLostNoticedOnEveryReplica(t *testing.T) {
 	}
 	t.Logf("store lost: noticed on every replica (3 replicas; Redis restarted empty, then FLUSHALL)")
 }
+
+// Redis refusing writes for a while (CLIENT PAUSE WRITE: reads answer,
+// scripts wait) while people allow asks: the call is decided again only
+// once the pause ends, so every allow stands — the stall never becomes a
+// recorded deny — and reply, waiter and decision log agree.
+func TestRedisPausedWhileConfirmDecidesAgain(t *testing.T) {
+	redis := redistest.Start(t)
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "bundle")
+	writeStateBundle(t, bundle, stateAgents, "v1")
+	logPath := filepath.Join(dir, "decisions.log")
+	r := startReplica(t, dir, bundle, redis.URL(), "--decision-log", logPath, "--eval-timeout", "10s")
+	const n = 6
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = r.decide(t, fmt.Sprint("paused-", i), "bash").DecisionId
+	}
+	admin := goredis.NewClient(&goredis.Options{Addr: redis.Addr})
+	defer admin.Close()
+	if err := admin.Do(context.Background(), "CLIENT", "PAUSE", "1500", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	replies := make([]*pb.ConfirmResponse, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			replies[i], errs[i] = r.approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: ids[i], Result: "allow"})
+		}()
+	}
+	began := time.Now()
+	wg.Wait()
+	t.Logf("the Confirms took %v", time.Since(began))
+	ok := 0
+	for _, err := range errs {
+		if err == nil {
+			ok++
+		} else {
+			t.Logf("Confirm during the pause: %v", err)
+		}
+	}
+	var logged map[string][]map[string]any
+	deadline := time.Now().Add(20 * time.Second)
+	for logged = confirmations(t, logPath); len(logged) < ok && time.Now().Before(deadline); logged = confirmations(t, logPath) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i, id := range ids {
+		if errs[i] != nil {
+			// Not recorded: then nobody may have been told.
+			st, err := r.agent.AwaitDecision(context.Background(), &pb.AwaitDecisionRequest{DecisionId: id})
+			if grpcstatus.Code(errs[i]) != codes.Unavailable || err != nil || st.State != pb.AskState_ASK_STATE_PENDING || len(logged[id]) != 0 {
+				t.Errorf("ask %d: Confirm %v, but the ask is %v %v, logged %v", i, errs[i], st, err, logged[id])
+			}
+			continue
+		}
+		st, err := r.agent.AwaitDecision(context.Background(), &pb.AwaitDecisionRequest{DecisionId: id})
+		if replies[i].Decision != pb.Decision_DECISION_ALLOW || err != nil || st.Decision != pb.Decision_DECISION_ALLOW || len(logged[id]) != 1 || logged[id][0]["outcome"] != "allow" {
+			t.Errorf("ask %d allowed during a pause: reply %v, waiter %v %v, log %v", i, replies[i], st, err, logged[id])
+		}
+	}
+}
