@@ -498,13 +498,21 @@ func TestRedisStoreLostNoticedOnEveryReplica(t *testing.T) {
 	writeStateBundle(t, bundle, stateAgents, "v1")
 	var rs []*replica
 	var logs, dirs []string
+	var metrics string
 	for i := range 2 {
 		d := filepath.Join(dir, fmt.Sprint("replica", i))
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		dirs, logs = append(dirs, d), append(logs, filepath.Join(d, "decisions.log"))
-		rs = append(rs, startReplica(t, d, bundle, redis.URL(), "--decision-log", logs[i], "--eval-timeout", "10s"))
+		extra := []string{"--decision-log", logs[i], "--eval-timeout", "10s"}
+		if i == 0 {
+			ml := listenLoopback(t)
+			metrics = ml.Addr().String()
+			ml.Close()
+			extra = append(extra, "--metrics-listen", metrics)
+		}
+		rs = append(rs, startReplica(t, d, bundle, redis.URL(), extra...))
 	}
 	a, b := rs[0], rs[1]
 	for range 3 {
@@ -518,6 +526,9 @@ func TestRedisStoreLostNoticedOnEveryReplica(t *testing.T) {
 	redis.Restart(t) // empty: no persistence
 	untilLost(t, a, "replica 0")
 	untilLost(t, b, "replica 1")
+	if n, lost := metricValue(t, metrics, "toolpdp_state_store_lost_total"), metricValue(t, metrics, "toolpdp_state_store_lost"); n != 1 || lost != 1 {
+		t.Fatalf("replica 0's metrics while lost: toolpdp_state_store_lost_total %v, toolpdp_state_store_lost %v", n, lost)
+	}
 	if _, err := b.approver.Confirm(context.Background(), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow"}); grpcstatus.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "state_lost") {
 		t.Fatalf("Confirm of an ask the store lost: %v", err)
 	}
@@ -538,6 +549,9 @@ func TestRedisStoreLostNoticedOnEveryReplica(t *testing.T) {
 	}
 	for i, r := range []*replica{a, b, c} {
 		untilFresh(t, r, fmt.Sprint("replica ", i), "after-accept")
+	}
+	if lost := metricValue(t, metrics, "toolpdp_state_store_lost"); lost != 0 {
+		t.Fatalf("toolpdp_state_store_lost after the loss was accepted: %v", lost)
 	}
 	var resets []map[string]any
 	deadline := time.Now().Add(10 * time.Second)
