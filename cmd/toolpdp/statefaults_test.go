@@ -587,6 +587,26 @@ func TestRedisStoreLostNoticedOnEveryReplica(t *testing.T) {
 	if len(resets) != 1 || !strings.Contains(fmt.Sprint(resets[0]["accepted_by"]), "--state-accept-reset") {
 		t.Fatalf("the decision log of the replica restarted with --state-accept-reset: %v", resets)
 	}
+	// The store's epoch replaced (another store's data restored in its
+	// place): a replica that knew the old one is lost, a replica started
+	// afterwards knows only the new one; accepting on that one, as an
+	// operator reaching any replica behind a Service would, frees both.
+	if err := fl.Set(context.Background(), "{toolpdp}:epoch", "another-store", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	untilLost(t, a, "replica 0 after the epoch was replaced")
+	b.kill9(t)
+	d5 := filepath.Join(dir, "replica1-third")
+	if err := os.Mkdir(d5, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b = startReplica(t, d5, bundle, redis.URL(), "--eval-timeout", "10s")
+	untilFresh(t, b, "replica 1 started after the epoch was replaced", "replaced")
+	out, err = exec.Command(binary(t), "state", "accept-reset", "--addr", "unix://"+filepath.Join(d5, "approver.sock")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "accepted") {
+		t.Fatalf("toolpdp state accept-reset on the replica that lost nothing: %v\n%s", err, out)
+	}
+	untilFresh(t, a, "replica 0 after the replaced epoch was accepted elsewhere", "replaced")
 	t.Logf("store lost: noticed on every replica (3 replicas; Redis restarted empty, then FLUSHALL)")
 }
 

@@ -16,9 +16,10 @@
 -- call id; P.."sc:"..sk a session's calls.
 --
 -- The store's epoch: P.."epoch", written once when the store is first
--- used ("lost:"..epoch once a process saw it vanish), and
--- P.."epoch:accepted", the losses an operator accepted (lost epoch ->
--- "new|by|time"). ARGV[2] may be "time|epoch": the script then runs only
+-- used ("lost:"..epoch once a process saw it vanish);
+-- P.."epoch:lost", the epochs processes found lost and nobody accepted
+-- yet; P.."epoch:accepted", the losses an operator accepted (lost epoch
+-- -> "new|by|time"). ARGV[2] may be "time|epoch": the script then runs only
 -- while the store's epoch is that one, else it fails with STATELOST, so
 -- that nothing is counted into a store that lost what it held.
 local P = ARGV[1]

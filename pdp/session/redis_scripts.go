@@ -322,19 +322,24 @@ end
 if not cur then
   redis.call('SET', P .. 'epoch', 'lost:' .. key, 'NX')
 end
+if key ~= '' then
+  redis.call('HSET', P .. 'epoch:lost', key, now)
+end
 return {'lost', cur or ''}
 `)
 
 // accept: the process's epoch, a new epoch, who accepts. An operator
 // accepts that the store lost what it held: a vanished or lost-marked
-// epoch is replaced by the new one, and every lost epoch known here is
-// recorded as accepted, so that each process that held it adopts the
-// epoch in force. Returns {status, from, to}: none (nothing was lost) or
-// accepted.
+// epoch is replaced by the new one, and every lost epoch known here — the
+// process's own, and those other processes found lost (P.."epoch:lost") —
+// is recorded as accepted, so that each process that held one adopts the
+// epoch in force, whichever replica the operator reached. Returns
+// {status, from, to}: none (nothing was lost) or accepted.
 var acceptScript = script(`
 local mine, fresh, by = ARGV[3], ARGV[4], ARGV[5]
 local cur = redis.call('GET', P .. 'epoch')
-if cur and cur == mine and string.sub(mine, 1, 5) ~= 'lost:' then
+local others = redis.call('HKEYS', P .. 'epoch:lost')
+if cur and cur == mine and string.sub(mine, 1, 5) ~= 'lost:' and #others == 0 then
   return {'none', cur, cur}
 end
 local to = cur
@@ -344,14 +349,21 @@ if not cur or string.sub(cur, 1, 5) == 'lost:' then
 end
 local rec = to .. '|' .. by .. '|' .. now
 local from = ''
-for _, e in ipairs({mine, cur or ''}) do
+local lost = {mine, cur or ''}
+for _, e in ipairs(others) do
+  table.insert(lost, e)
+end
+for _, e in ipairs(lost) do
   if string.sub(e, 1, 5) == 'lost:' then
     e = string.sub(e, 6)
   end
   if e ~= '' and e ~= to then
     redis.call('HSET', P .. 'epoch:accepted', e, rec)
-    from = e
+    if from == '' then
+      from = e
+    end
   end
 end
+redis.call('DEL', P .. 'epoch:lost')
 return {'accepted', from, to}
 `)
