@@ -31,10 +31,13 @@ func (e *Engine) AwaitDecision(ctx context.Context, ws string, req *pb.AwaitDeci
 		return nil, err
 	}
 	wait := min(time.Duration(req.GetWaitSeconds())*time.Second, MaxWait)
-	ctx, cancel := context.WithTimeout(ctx, wait)
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	c, found, err := e.state.store.Wait(ctx, id, ws, e.cfg.Now)
-	if e.state.result("wait", err) != nil {
+	// The wait's own end is not the caller's: a store read is never cut
+	// by it (a wait of 0 reads once and answers), so the outcome is judged
+	// against the caller's ctx.
+	c, found, err := e.state.store.Wait(wctx, id, ws, e.cfg.Now)
+	if e.state.result(ctx, "wait", err) != nil {
 		return nil, storeError(err)
 	}
 	switch {

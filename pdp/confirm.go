@@ -55,8 +55,13 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 		return nil, err
 	}
 	now := e.cfg.Now()
-	ask, found, err := e.state.store.Get(ctx, id, ws, now)
-	if e.state.result("get", err) != nil {
+	var ask session.Call
+	var found session.Lookup
+	err = retryStore(ctx, func() (err error) {
+		ask, found, err = e.state.store.Get(ctx, id, ws, now)
+		return err
+	})
+	if e.state.result(ctx, "get", err) != nil {
 		return nil, storeError(err)
 	}
 	if err := askState(id, ask, found); err != nil {
@@ -75,7 +80,11 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 			return nil, storeError(err)
 		}
 	default:
-		final = e.redecide(ctx, &ask, now)
+		if final, err = e.redecide(ctx, &ask, now); err != nil {
+			// A store that stalls is no reason to overrule the person: the
+			// ask stays as it was, for them to answer again.
+			return nil, errorf(Unavailable, "the call could not be decided again under the policy in force (the session state store: %s), so the answer is not recorded; the ask is still pending: answer it again", clipError(err))
+		}
 	}
 	got, found, answered, err := e.state.store.Answer(ctx, id, ws, func(c *session.Call) {
 		c.Answer, c.AnsweredBy = final.Decision, by
@@ -85,7 +94,7 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 			c.Execution, _ = proto.Marshal(final.Execution)
 		}
 	}, now)
-	if e.state.result("answer", err) != nil {
+	if e.state.result(ctx, "answer", err) != nil {
 		return nil, storeError(err)
 	}
 	if !answered { // answered by someone else between Get and Answer
@@ -96,8 +105,13 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 	halt := got.Halt
 	remembered := false
 	if final.Decision == pb.Decision_DECISION_ALLOW && req.GetRemember() && got.SessionID != "" && got.Remember != (session.RememberKey{}) {
-		err := e.state.store.Remember(ctx, got.Key(), got.Remember, got.Epoch, now.Add(e.cfg.RememberTTL), now)
-		if remembered = e.state.result("remember", err) == nil; !remembered {
+		// The answer is stored: what goes with it is kept even if the
+		// caller stops waiting, tried again while the store stalls.
+		rctx := context.WithoutCancel(ctx)
+		err := retryStore(rctx, func() error {
+			return e.state.store.Remember(rctx, got.Key(), got.Remember, got.Epoch, now.Add(e.cfg.RememberTTL), now)
+		})
+		if remembered = e.state.result(rctx, "remember", err) == nil; !remembered {
 			e.log.Error("the state store failed; the approval is not remembered", "decision_id", got.DecisionID, "error", err.Error())
 		}
 	}
@@ -149,27 +163,38 @@ func derefCall(c *session.Call) session.Call {
 // redecide decides an ask's call again, as a person allows it, under the
 // policy in force: the session's pin and the newest guardrails. A deny now
 // overrules the person, naming the rules that deny; otherwise the allow
-// stands, with the execution the policy in force gives the call.
-func (e *Engine) redecide(ctx context.Context, ask *session.Call, now time.Time) *pb.DecideResponse {
+// stands, with the execution the policy in force gives the call. A store
+// that cannot give the session's pin is asked again within a bound; then
+// the error, and no decision: the policy did not deny, so the person's
+// answer must not become a deny.
+func (e *Engine) redecide(ctx context.Context, ask *session.Call, now time.Time) (*pb.DecideResponse, error) {
 	allow := &pb.DecideResponse{Decision: pb.Decision_DECISION_ALLOW}
 	var req pb.DecideRequest
 	if err := proto.Unmarshal(ask.Request, &req); err != nil {
-		return policy.Deny(&pb.DecideResponse{}, "session", "ask_unreadable", "the asked call could not be decided again, so a person's allow cannot stand: "+err.Error())
+		return policy.Deny(&pb.DecideResponse{}, "session", "ask_unreadable", "the asked call could not be decided again, so a person's allow cannot stand: "+err.Error()), nil
 	}
 	a := e.current.Load()
 	if a == nil {
-		return policy.Deny(&pb.DecideResponse{}, "policy", "no_policy", "no policy is loaded: a person's allow cannot stand")
+		return policy.Deny(&pb.DecideResponse{}, "policy", "no_policy", "no policy is loaded: a person's allow cannot stand"), nil
 	}
 	current := a.snap.Agent(ask.AgentID)
-	agent, refused := e.pin(ctx, a, ask.Key(), current)
+	var agent *policy.Agent
+	var refused *pb.DecideResponse
+	err := retryStore(ctx, func() (err error) {
+		agent, refused, err = e.pinOrErr(ctx, a, ask.Key(), current)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
 	if refused != nil {
 		refused.Message = "a person's allow cannot stand: " + refused.Message
-		return refused
+		return refused, nil
 	}
 	now2 := e.evaluate(ctx, a, ask.AgentID, agent, current, &req)
 	if now2.Decision != pb.Decision_DECISION_DENY {
 		allow.Execution = now2.Execution
-		return allow
+		return allow, nil
 	}
 	var rules []string
 	for _, r := range now2.Reasons {
@@ -180,7 +205,33 @@ func (e *Engine) redecide(ctx context.Context, ask *session.Call, now time.Time)
 	resp := &pb.DecideResponse{Decision: pb.Decision_DECISION_DENY, Reasons: now2.Reasons,
 		Message: fmt.Sprintf("a person allowed this call, but the policy in force now denies it (%s): %s", strings.Join(rules, ", "), now2.Message)}
 	policy.BoundMessages(resp)
-	return resp
+	return resp, nil
+}
+
+// storeRetry bounds how long Confirm asks a stalled store again before it
+// gives up (UNAVAILABLE, nothing recorded).
+const storeRetry = 5 * time.Second
+
+// retryStore runs op until it succeeds, fails other than by an
+// unreachable store (a lost store, a refusal), ctx ends or storeRetry has
+// passed. Only reads and writes that may be repeated go through it.
+func retryStore(ctx context.Context, op func() error) error {
+	deadline := time.Now().Add(storeRetry)
+	pause := 50 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || !errors.Is(err, session.ErrUnavailable) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause = min(2*pause, 500*time.Millisecond)
+	}
 }
 
 // overruled names the rules by which the policy in force turned a
@@ -210,7 +261,7 @@ func (e *Engine) ReportResult(ctx context.Context, ws string, req *pb.ReportResu
 	}
 	now := e.cfg.Now()
 	call, found, marked, halt, err := e.state.store.Report(ctx, id, ws, req.GetIsError(), now)
-	if e.state.result("report", err) != nil {
+	if e.state.result(ctx, "report", err) != nil {
 		return nil, storeError(err)
 	}
 	if found == session.Expired {
@@ -248,7 +299,7 @@ func (e *Engine) callID(ctx context.Context, ws, decisionID, callID, agentID, se
 	}
 	agentID = policy.AgentID(agentID)
 	id, ambiguous, err := e.state.store.ByCallID(ctx, ws, agentID, sessionID, callID)
-	if e.state.result("call_id", err) != nil {
+	if e.state.result(ctx, "call_id", err) != nil {
 		return "", storeError(err)
 	}
 	if ambiguous {
@@ -301,7 +352,7 @@ func (e *Engine) ListPending(ctx context.Context, ws, agentID string, pageSize i
 		return nil, "", errorf(InvalidArgument, "page_token: %v", err)
 	}
 	asks, next, err := e.state.store.Page(ctx, ws, agentID, after, size, e.cfg.Now())
-	if e.state.result("page", err) != nil {
+	if e.state.result(ctx, "page", err) != nil {
 		return nil, "", storeError(err)
 	}
 	return asks, encodePageToken(next), nil

@@ -2,6 +2,7 @@ package pdp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -266,7 +267,7 @@ func (e *Engine) probe(ctx context.Context) {
 			err := e.state.store.Ping(pctx)
 			cancel()
 			if ctx.Err() == nil {
-				_ = e.state.result("ping", err)
+				_ = e.state.result(ctx, "ping", err)
 			}
 		}
 	}
@@ -344,7 +345,7 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	if asked != req && err == nil {
 		e.noteDefinitionAsk(ctx, ws, agentID, resp)
 	}
-	if e.state.result("decided", err) != nil && (key.Session != "" || resp.Decision == pb.Decision_DECISION_ASK) {
+	if e.state.result(ctx, "decided", err) != nil && (key.Session != "" || resp.Decision == pb.Decision_DECISION_ASK) {
 		// The count was not kept, or nobody could answer the ask: fail closed.
 		resp.Reasons, resp.Message, resp.Execution = nil, "", nil
 		unavailable(resp, err)
@@ -414,33 +415,44 @@ func (e *Engine) evaluate(ctx context.Context, a *active, agentID string, agent,
 // released at a bound (starting afresh would shed a stricter definition),
 // or it is new and every place is a halted session.
 func (e *Engine) pin(ctx context.Context, a *active, key session.Key, current *policy.Agent) (*policy.Agent, *pb.DecideResponse) {
+	agent, deny, _ := e.pinOrErr(ctx, a, key, current)
+	return agent, deny
+}
+
+// pinOrErr is pin with the store's error beside the deny it makes of it,
+// for a caller that may try again (Confirm's decision again).
+func (e *Engine) pinOrErr(ctx context.Context, a *active, key session.Key, current *policy.Agent) (*policy.Agent, *pb.DecideResponse, error) {
 	if key.Session == "" {
-		return current, nil
+		return current, nil, nil
 	}
 	deny := func(rule, msg string) *pb.DecideResponse {
 		return policy.Deny(&pb.DecideResponse{PolicyRevision: a.snap.Revision}, "session", rule, msg)
 	}
 	p, err := pinOf(current)
 	if err != nil {
-		return nil, deny("state_unavailable", "the agent's definition cannot be pinned: "+clipError(err))
+		return nil, deny("state_unavailable", "the agent's definition cannot be pinned: "+clipError(err)), nil
 	}
 	begun, err := e.state.store.Begin(ctx, key, p, e.cfg.Now())
-	if e.state.result("begin", err) != nil {
+	if e.state.result(ctx, "begin", err) != nil {
 		e.log.Error("the state store failed; the call is denied", "agent_id", key.Agent, "error", err.Error())
-		return nil, unavailable(&pb.DecideResponse{PolicyRevision: a.snap.Revision}, err)
+		return nil, unavailable(&pb.DecideResponse{PolicyRevision: a.snap.Revision}, err), err
 	}
 	switch {
 	case begun.Refused:
-		return nil, deny("session_refused", "no new session can start: every session the server holds for this agent (--max-sessions-per-agent) or in all (--max-sessions, --max-session-bytes) is halted; end one with EndSession or wait for the idle timeout")
+		return nil, deny("session_refused", "no new session can start: every session the server holds for this agent (--max-sessions-per-agent) or in all (--max-sessions, --max-session-bytes) is halted; end one with EndSession or wait for the idle timeout"), nil
 	case begun.Lost:
-		return nil, deny("session_evicted", "this session's state was released because more sessions were open than the server holds (--max-sessions, --max-sessions-per-agent, --max-session-bytes): start a new session")
+		return nil, deny("session_evicted", "this session's state was released because more sessions were open than the server holds (--max-sessions, --max-sessions-per-agent, --max-session-bytes): start a new session"), nil
 	}
 	agent, err := e.state.resolve(ctx, begun.Pin, current)
 	if err != nil {
 		e.log.Error("a pinned definition cannot be read; the call is denied", "agent_id", key.Agent, "error", err.Error())
-		return nil, unavailable(&pb.DecideResponse{PolicyRevision: a.snap.Revision}, err)
+		refused := unavailable(&pb.DecideResponse{PolicyRevision: a.snap.Revision}, err)
+		if !errors.Is(err, session.ErrUnavailable) {
+			err = nil // a definition that cannot be decoded will not decode on a second try
+		}
+		return nil, refused, err
 	}
-	return agent, nil
+	return agent, nil, nil
 }
 
 // rememberedApproval turns an ask into an allow when a person approved
@@ -458,7 +470,7 @@ func (e *Engine) rememberedApproval(ctx context.Context, snap *policy.Snapshot, 
 	}
 	call.Remember = key
 	held, err := e.state.store.Remembered(ctx, call.Key(), key, call.Epoch, now)
-	if e.state.result("remembered", err) != nil || !held {
+	if e.state.result(ctx, "remembered", err) != nil || !held {
 		return
 	}
 	resp.Decision, resp.Message = pb.Decision_DECISION_ALLOW, ""
@@ -479,7 +491,7 @@ func NewDecisionID() string {
 // session is not found.
 func (e *Engine) EndSession(ctx context.Context, ws, agentID, sessionID string) (bool, error) {
 	found, err := e.state.store.End(ctx, session.Key{Workspace: ws, Agent: policy.AgentID(agentID), Session: sessionID})
-	if e.state.result("end", err) != nil {
+	if e.state.result(ctx, "end", err) != nil {
 		return false, storeError(err)
 	}
 	return found, nil

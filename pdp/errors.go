@@ -1,6 +1,11 @@
 package pdp
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/toolpdp/toolpdp/pdp/session"
+)
 
 // Code says what kind of request an Error refuses; the gRPC edge maps each
 // to a status code.
@@ -29,5 +34,8 @@ func errorf(code Code, format string, args ...any) error {
 
 // storeError is the refusal of a call the state store failed.
 func storeError(err error) error {
+	if errors.Is(err, session.ErrStateLost) {
+		return errorf(Unavailable, "state_lost: %s", lostMessage(err))
+	}
 	return errorf(Unavailable, "the session state store cannot be reached: %s", clipError(err))
 }

@@ -119,7 +119,7 @@ func (e *Engine) setOutcome(err error, hash string) {
 func (e *Engine) swap(ctx context.Context, s *policy.Snapshot) {
 	e.state.learn(s)
 	epoch, err := e.state.store.Activate(ctx, s.Digest)
-	if e.state.result("activate", err) != nil {
+	if e.state.result(ctx, "activate", err) != nil {
 		// No approval made before holds under an epoch nobody else has.
 		epoch = "unshared." + NewDecisionID()
 		e.log.Error("the state store failed; remembered approvals start afresh", "error", err.Error())

@@ -92,7 +92,7 @@ func (e *Engine) checkTool(ctx context.Context, ws string, current *policy.Agent
 			return toolVerdict{}
 		}
 	}
-	if e.state.result("tool_digest", err) != nil {
+	if e.state.result(ctx, "tool_digest", err) != nil {
 		return toolVerdict{storeErr: err}
 	}
 	if !rec.Changed() {
@@ -187,7 +187,7 @@ func (e *Engine) keepDefinition(ctx context.Context, ask *session.Call, change *
 	}
 	k := session.ToolKey{Workspace: ask.Workspace, Agent: ask.AgentID, Server: change.GetServer(), Tool: change.GetTool()}
 	err := store.KeepTool(ctx, k, change.GetNewDigest(), []byte(change.GetNewDefinition()))
-	if e.state.result("tool_digest", err) != nil {
+	if e.state.result(ctx, "tool_digest", err) != nil {
 		return nil, err
 	}
 	e.log.Info("a person allowed a changed tool definition", "agent_id", ask.AgentID, "server", change.GetServer(), "tool", change.GetTool(), "digest", change.GetNewDigest())
@@ -226,7 +226,7 @@ func (e *Engine) noteDefinitionAsk(ctx context.Context, ws, agentID string, resp
 		return
 	}
 	k := session.ToolKey{Workspace: ws, Agent: agentID, Server: change.GetServer(), Tool: change.GetTool()}
-	if err := store.AskTool(ctx, k, change.GetNewDigest(), resp.GetDecisionId()); e.state.result("tool_digest", err) != nil {
+	if err := store.AskTool(ctx, k, change.GetNewDigest(), resp.GetDecisionId()); e.state.result(ctx, "tool_digest", err) != nil {
 		e.log.Warn("an ask about a changed tool definition was not noted; it is answered on its own", "decision_id", resp.GetDecisionId(), "error", err.Error())
 	}
 }
@@ -240,7 +240,7 @@ func (e *Engine) definitionSiblings(ctx context.Context, ask *session.Call, chan
 	}
 	k := session.ToolKey{Workspace: ask.Workspace, Agent: ask.AgentID, Server: change.GetServer(), Tool: change.GetTool()}
 	rec, found, err := store.ToolRecord(ctx, k)
-	if e.state.result("tool_digest", err) != nil || !found || rec.SeenDigest != change.GetNewDigest() {
+	if e.state.result(ctx, "tool_digest", err) != nil || !found || rec.SeenDigest != change.GetNewDigest() {
 		return nil
 	}
 	var out []string
@@ -263,7 +263,7 @@ func (e *Engine) answerSiblings(ctx context.Context, ws, by string, req *pb.Conf
 				c.AnswerMessage = final.Message
 			}
 		}, now)
-		if e.state.result("answer", err) != nil || found != session.Found || !answered || got == nil {
+		if e.state.result(ctx, "answer", err) != nil || found != session.Found || !answered || got == nil {
 			continue
 		}
 		one := &pb.ConfirmRequest{DecisionId: id, Result: req.GetResult(), DenyMessage: req.GetDenyMessage()}

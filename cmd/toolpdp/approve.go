@@ -230,3 +230,48 @@ func confirm(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	}
 	return nil
 }
+
+// stateCmd is `toolpdp state accept-reset`: an operator accepts, on the
+// approver's address, that the session state store lost its data.
+func stateCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("state", stderr)
+	var af approverFlags
+	af.define(fs)
+	withSynopsis(fs, "toolpdp state accept-reset [--addr ADDR] [--token-file FILE] [--format text|json]")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := fromEnv(fs, os.Getenv); err != nil {
+		return err
+	}
+	if err := af.check(); err != nil {
+		return err
+	}
+	if len(pos) != 1 || pos[0] != "accept-reset" {
+		fs.Usage()
+		return errUsage
+	}
+	var resp *pb.AcceptStateResetResponse
+	err = callWith(ctx, af.addr, af.tokenFile, func(ctx context.Context, c pb.DecisionServiceClient) (err error) {
+		resp, err = c.AcceptStateReset(ctx, &pb.AcceptStateResetRequest{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if af.format.json() {
+		raw, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(resp)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, string(raw))
+		return nil
+	}
+	if !resp.Accepted {
+		fmt.Fprintf(stdout, "the state store lost nothing (epoch %s): nothing to accept\n", resp.Epoch)
+		return nil
+	}
+	fmt.Fprintf(stdout, "accepted: the state store's epoch %s is given up, sessions start afresh under %s\n", resp.LostEpoch, resp.Epoch)
+	return nil
+}

@@ -40,6 +40,7 @@ const usage = `usage:
   toolpdp status [--addr ADDR]                                    a running server's policy revision and last reload error
   toolpdp pending [--addr ADDR] [--token-file F] [--reveal]       the asks waiting for a person, each call in full
   toolpdp confirm ID allow|deny [--message M] [--remember]        answer one (or --call-id C --agent-id A --session-id S)
+  toolpdp state accept-reset [--addr ADDR] [--token-file F]       accept that the state store lost its data
   toolpdp fmt    [--check] [--diff] PATH...                       format the bundles' Rego as opa fmt does
   toolpdp replay --bundle PATH... LOG...                          which logged decisions a candidate bundle would change
   toolpdp hook claude-code [--addr ADDR] [--agent-id ID]          answer one Claude Code hook event (JSON on stdin)
@@ -114,7 +115,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cmds := map[string]func(context.Context, []string, io.Reader, io.Writer, io.Writer) error{
 		"serve": serve, "check": check, "test": test, "decide": decide, "status": status, "pending": pending, "confirm": confirm, "replay": replay,
 		"hook": hook, "version": version, loadChildCommand: loadChild, "fmt": fmtCmd, "mcp-proxy": mcpProxy, "mcp": mcpCmd,
-		"exec": execCmd,
+		"exec": execCmd, "state": stateCmd,
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":

@@ -65,6 +65,7 @@ func serveFlagSet(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	fs.StringVar(&c.State.URL, "state", "memory", "where session state lives (pins, counts and halts, asks, remembered approvals): memory; file:PATH, an embedded store on local disk that a restart keeps (one process per file); or redis://… or rediss://…, a Redis replicas share (its maxmemory-policy must be noeviction)")
 	fs.StringVar(&c.State.PasswordFile, "state-password-file", "", "file holding the --state Redis password (instead of one in the URL)")
 	fs.StringVar(&c.State.CACertFile, "state-ca-cert", "", "PEM CA bundle trusted for a rediss:// --state (the system's when unset)")
+	fs.BoolVar(&c.State.AcceptReset, "state-accept-reset", false, "accept at start that the --state store lost its data (its epoch vanished or changed), as `toolpdp state accept-reset` does; recorded in the decision log")
 	fs.IntVar(&e.MaxSessions, "max-sessions", pdp.DefaultMaxSessions, "sessions held at most; the longest idle that are not halted are released first, and a new session is refused while every one is halted")
 	fs.IntVar(&e.MaxSessionsPerAgent, "max-sessions-per-agent", 0, "sessions of one agent held at most (agents the policy does not define share one bound); 0: half of --max-sessions")
 	fs.DurationVar(&e.SessionIdle, "session-idle-timeout", pdp.DefaultSessionIdle, "a session unused this long is released")

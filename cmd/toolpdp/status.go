@@ -54,6 +54,15 @@ func status(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		if st.GetLastError() != "" {
 			fmt.Fprintf(stdout, "last reload rejected: %s\n", st.GetLastError())
 		}
+		switch {
+		case st.GetState().GetLost():
+			fmt.Fprintf(stdout, "state store: lost (%s)\n", st.GetState().GetMessage())
+		case st.GetState() != nil && !st.GetState().GetUp():
+			fmt.Fprintln(stdout, "state store: cannot be reached")
+		}
+	}
+	if st.GetState().GetLost() {
+		return fmt.Errorf("the state store lost its data: calls with a session are denied (state_lost) until `toolpdp state accept-reset`")
 	}
 	switch {
 	case st.PolicyRevision == "" && len(st.Bundles) == 0:

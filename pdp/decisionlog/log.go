@@ -108,6 +108,7 @@ const (
 	Decision     Kind = "decision"     // a Decide: a decision line, and an event for a deny
 	Confirmation Kind = "confirmation" // a person's answer to an ask
 	Result       Kind = "result"       // a reported result of an allowed call
+	StateReset   Kind = "state_reset"  // an operator accepted that the state store lost its data
 )
 
 // Entry is one decision or event, rendered by the writer goroutine.
@@ -130,6 +131,9 @@ type Entry struct {
 	Overruled  string                  // why the policy in force turned a person's allow into a deny; "" when it did not
 	Report     *pb.ReportResultRequest // a result
 	Halt       bool
+	AcceptedBy string // a state reset's operator
+	LostEpoch  string // a state reset's epoch given up, and the one in force after it
+	NewEpoch   string
 
 	bytes int64      // size(), once queued
 	ack   chan error // RecordRequired's: the outcome of the one write attempt
@@ -411,6 +415,11 @@ func (d *Log) lines(e Entry) []map[string]any {
 			"agent_id": e.Call.AgentID, "session_id": e.Call.SessionID, "tool_name": e.Call.ToolName,
 			"result": e.Confirm.GetResult(), "deny_message": e.Confirm.GetDenyMessage(), "remember": e.Remembered, "halt": e.Halt,
 			"answered_by": e.AnsweredBy, "outcome": e.Outcome, "overruled": e.Overruled,
+		})}
+	case StateReset:
+		return []map[string]any{d.maskEvent(map[string]any{
+			"type": "toolpdp.state_reset", "timestamp": ts, "accepted_by": e.AcceptedBy,
+			"lost_epoch": e.LostEpoch, "epoch": e.NewEpoch,
 		})}
 	case Result:
 		return []map[string]any{d.maskEvent(map[string]any{

@@ -26,6 +26,9 @@ import (
 var approverMethods = map[string]bool{
 	pb.DecisionService_Confirm_FullMethodName:     true,
 	pb.DecisionService_ListPending_FullMethodName: true,
+	// Accepting that the state store lost its data starts every session
+	// afresh: an operator's act, never an agent's.
+	pb.DecisionService_AcceptStateReset_FullMethodName: true,
 }
 
 // ApproverListener marks every connection l accepts as the approver's: the

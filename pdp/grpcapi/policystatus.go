@@ -5,6 +5,9 @@ import (
 	"regexp"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -41,7 +44,23 @@ func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 		}
 		out.Sources = append(out.Sources, st)
 	}
+	lost := s.engine.StateLost()
+	out.State = &pb.StateStatus{Up: s.engine.StateUp(), Lost: lost != "", Message: lost}
 	return out, nil
+}
+
+// AcceptStateReset implements DecisionService: an operator accepts that
+// the state store lost its data. It reaches every workspace's sessions,
+// so an approver bound to one workspace may not.
+func (s *Server) AcceptStateReset(ctx context.Context, _ *pb.AcceptStateResetRequest) (*pb.AcceptStateResetResponse, error) {
+	if ws, bound := callerWorkspace(ctx); bound && ws != "" {
+		return nil, status.Errorf(codes.PermissionDenied, "accepting the state store's loss resets every workspace's sessions: an approver bound to workspace %q may not", ws)
+	}
+	from, to, err := s.engine.AcceptStateReset(ctx, approverName(ctx))
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	return &pb.AcceptStateResetResponse{Accepted: from != "", LostEpoch: from, Epoch: to}, nil
 }
 
 // agentNamed finds the agents an error line names: "agent 'coder'" and

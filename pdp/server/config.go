@@ -106,6 +106,7 @@ type State struct {
 	URL          string
 	PasswordFile string // the Redis password; "" for none or the URL's
 	CACertFile   string // PEM CA bundle trusted for rediss://; the system's when ""
+	AcceptReset  bool   // accept at start that the store lost its data
 }
 
 // Durable reports whether the store outlives the process.

@@ -101,6 +101,15 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if cfg.State.Durable() {
 		cfg.Logger.Info("session state", "state", redactState(cfg.State.URL))
 	}
+	if cfg.State.AcceptReset {
+		by := "serve --state-accept-reset"
+		if host, err := os.Hostname(); err == nil {
+			by += " on " + host
+		}
+		if _, _, err := s.engine.AcceptStateReset(ctx, by); err != nil {
+			return nil, fmt.Errorf("--state-accept-reset: %w", err)
+		}
+	}
 	ac := cfg.API
 	ac.Logger, ac.Registerer, ac.SeparateApprover = cfg.Logger, s.registry, len(cfg.ConfirmListen) > 0
 	if ac.Creds, err = transportCredentials(cfg.TLS, cfg.Logger); err != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -33,14 +34,17 @@ type File struct {
 	queued  uint64 // sequence number of the last op queued
 	written uint64 // … of the last op committed (or failed)
 	failed  struct {
-		from, to uint64 // ops in (from, to] were in a batch that failed
-		err      error
+		err error // the last commit's error while it is being retried; nil once one succeeds
 	}
 	closed   bool
 	stopped  chan struct{}
 	pinsSeen map[[sha256.Size]byte]bool // pins already written
 
 	activated bool // Activate ran in this process
+
+	opened     os.FileInfo // the file as opened: the path must keep naming it
+	storeEpoch string      // the file's epoch, written once when it was made
+	lost       error       // the path stopped naming the opened file: nothing written since is kept
 }
 
 var (
@@ -49,6 +53,7 @@ var (
 	pinsBucket     = []byte("pins")
 	metaBucket     = []byte("meta")
 	policyKey      = []byte("policy")
+	epochKey       = []byte("epoch")
 )
 
 // fileOp is one write: value nil deletes.
@@ -69,6 +74,10 @@ func OpenFile(path string, b Bounds) (*File, error) {
 	}
 	f := &File{Memory: NewMemory(b), db: db, path: path, stopped: make(chan struct{}), pinsSeen: map[[sha256.Size]byte]bool{}}
 	f.cond = sync.NewCond(&f.mu)
+	if f.opened, err = os.Stat(path); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("--state file:%s: %w", path, err)
+	}
 	if err := f.load(time.Now()); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("--state file:%s: %w", path, err)
@@ -169,61 +178,101 @@ func (f *File) enqueue(op fileOp) {
 }
 
 // writer commits what is queued, everything queued meanwhile in one
-// transaction: concurrent calls share a commit.
+// transaction: concurrent calls share a commit. A batch that fails is
+// kept and tried again, ahead of what was queued after it, so that what
+// is on disk is always a prefix of the changes in order: nothing later
+// is counted as written while something before it is not.
 func (f *File) writer() {
 	defer close(f.stopped)
+	var held []fileOp // a batch that failed, tried again first
+	backoff := 10 * time.Millisecond
 	for {
 		f.mu.Lock()
-		for len(f.queue) == 0 && !f.closed {
+		for len(f.queue) == 0 && len(held) == 0 && !f.closed {
 			f.cond.Wait()
 		}
-		if len(f.queue) == 0 && f.closed {
+		if len(f.queue) == 0 && len(held) == 0 && f.closed {
 			f.mu.Unlock()
 			return
 		}
-		batch, from, to := f.queue, f.written, f.queued
+		batch, to := append(held, f.queue...), f.queued
 		f.queue = nil
+		closing := f.closed
 		f.mu.Unlock()
-		err := f.db.Update(func(tx *bolt.Tx) error {
-			for _, op := range batch {
-				b, err := tx.CreateBucketIfNotExists(op.bucket)
-				if err != nil {
-					return err
-				}
-				if op.value == nil {
-					err = b.Delete(op.key)
-				} else {
-					err = b.Put(op.key, op.value)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		err := f.commit(batch)
 		f.mu.Lock()
-		f.written = to
-		if err != nil {
-			f.failed.from, f.failed.to, f.failed.err = from, to, err
-			// What failed is written again with the next change of each
-			// record; pins are written again too.
-			f.pinsSeen = map[[sha256.Size]byte]bool{}
+		if err == nil {
+			f.written, f.failed.err, held = to, nil, nil
+			backoff = 10 * time.Millisecond
+		} else {
+			f.failed.err = err
+			held = latestOps(batch)
 		}
 		f.cond.Broadcast()
 		f.mu.Unlock()
+		if err != nil {
+			if closing {
+				return // what was not written is lost with the process, as a crash would lose it
+			}
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+		}
 	}
 }
 
-// sync waits until every change made before it is on disk.
+// commit writes a batch in one transaction, synced to disk.
+func (f *File) commit(batch []fileOp) error {
+	return f.db.Update(func(tx *bolt.Tx) error {
+		for _, op := range batch {
+			b, err := tx.CreateBucketIfNotExists(op.bucket)
+			if err != nil {
+				return err
+			}
+			if op.value == nil {
+				err = b.Delete(op.key)
+			} else {
+				err = b.Put(op.key, op.value)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// latestOps keeps the last op of each record, in the order of those last
+// ops: a batch held after a failure does not grow with every retry.
+func latestOps(batch []fileOp) []fileOp {
+	last := map[string]int{}
+	for i, op := range batch {
+		last[string(op.bucket)+"\x00"+string(op.key)] = i
+	}
+	out := make([]fileOp, 0, len(last))
+	for i, op := range batch {
+		if last[string(op.bucket)+"\x00"+string(op.key)] == i {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// sync waits until every change made before it is on disk. While the
+// disk refuses a write it fails at once (the writer keeps trying): what
+// a caller would read or answer is not yet durable, so it must not be
+// told.
 func (f *File) sync() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.lost != nil {
+		return f.lost
+	}
 	mine := f.queued
 	for f.written < mine {
+		if f.failed.err != nil {
+			return fmt.Errorf("%w: writing %s: %v", ErrUnavailable, f.path, f.failed.err)
+		}
 		f.cond.Wait()
-	}
-	if mine > f.failed.from && mine <= f.failed.to {
-		return fmt.Errorf("%w: writing %s: %v", ErrUnavailable, f.path, f.failed.err)
 	}
 	return nil
 }
@@ -249,6 +298,50 @@ func (f *File) Remember(ctx context.Context, k Key, key RememberKey, epoch strin
 func (f *File) Answer(ctx context.Context, id, workspace string, answer func(*Call), now time.Time) (*Call, Lookup, bool, error) {
 	c, found, answered, _ := f.Memory.Answer(ctx, id, workspace, answer, now)
 	return c, found, answered, f.sync()
+}
+
+// The reads wait for the disk too: a change is seen by nobody — a waiter,
+// a second Confirm, a list — before it is durable, so that a crash
+// leaves either no answer or the one everybody was told.
+
+func (f *File) Get(ctx context.Context, id, workspace string, now time.Time) (Call, Lookup, error) {
+	c, found, _ := f.Memory.Get(ctx, id, workspace, now)
+	if err := f.sync(); err != nil {
+		return Call{}, NotFound, err
+	}
+	return c, found, nil
+}
+
+func (f *File) Wait(ctx context.Context, id, workspace string, now func() time.Time) (Call, Lookup, error) {
+	c, found, _ := f.Memory.Wait(ctx, id, workspace, now)
+	if err := f.sync(); err != nil {
+		return Call{}, NotFound, err
+	}
+	return c, found, nil
+}
+
+func (f *File) Page(ctx context.Context, workspace, agentID string, after uint64, limit int, now time.Time) ([]Call, uint64, error) {
+	calls, next, _ := f.Memory.Page(ctx, workspace, agentID, after, limit, now)
+	if err := f.sync(); err != nil {
+		return nil, 0, err
+	}
+	return calls, next, nil
+}
+
+func (f *File) ByCallID(ctx context.Context, workspace, agentID, sessionID, callID string) (string, bool, error) {
+	id, ambiguous, _ := f.Memory.ByCallID(ctx, workspace, agentID, sessionID, callID)
+	if err := f.sync(); err != nil {
+		return "", false, err
+	}
+	return id, ambiguous, nil
+}
+
+func (f *File) Remembered(ctx context.Context, k Key, key RememberKey, epoch string, now time.Time) (bool, error) {
+	held, _ := f.Memory.Remembered(ctx, k, key, epoch, now)
+	if err := f.sync(); err != nil {
+		return false, err
+	}
+	return held, nil
 }
 
 func (f *File) Report(ctx context.Context, id, workspace string, isError bool, now time.Time) (*Call, Lookup, bool, bool, error) {
@@ -282,11 +375,23 @@ func (f *File) Activate(ctx context.Context, digest string) (string, error) {
 	return epoch, f.sync()
 }
 
-// Ping reports whether the last write to the file failed.
+// Ping reports whether the last write to the file failed, and whether
+// the path still names the file this process opened: one removed or
+// replaced under it (a volume wiped, a file restored from elsewhere)
+// keeps nothing written from then on, so the store counts as lost until
+// the process restarts and opens the file the path names.
 func (f *File) Ping(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.failed.err != nil && f.failed.to == f.written {
+	if f.lost == nil {
+		if now, err := os.Stat(f.path); err != nil || !os.SameFile(now, f.opened) {
+			f.lost = fmt.Errorf("%w: the state file %s was removed or replaced while this process had it open (epoch %s)", ErrStateLost, f.path, f.storeEpoch)
+		}
+	}
+	if f.lost != nil {
+		return f.lost
+	}
+	if f.failed.err != nil {
 		return fmt.Errorf("%w: writing %s: %v", ErrUnavailable, f.path, f.failed.err)
 	}
 	return nil
@@ -309,6 +414,15 @@ func (f *File) load(now time.Time) error {
 	return f.db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{sessionsBucket, callsBucket, pinsBucket, metaBucket} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(metaBucket)
+		if v := meta.Get(epochKey); v != nil {
+			f.storeEpoch = string(v)
+		} else {
+			f.storeEpoch = newStoreEpoch()
+			if err := meta.Put(epochKey, []byte(f.storeEpoch)); err != nil {
 				return err
 			}
 		}
@@ -409,4 +523,13 @@ func (f *File) load(now time.Time) error {
 		}
 		return nil
 	})
+}
+
+// AcceptReset: a file store that was lost is opened anew by a restart,
+// which loads the file the path names as it is.
+func (f *File) AcceptReset(ctx context.Context, by string) (string, string, error) {
+	if err := f.Ping(ctx); err == nil {
+		return "", f.storeEpoch, nil
+	}
+	return "", "", fmt.Errorf("the state file %s was removed or replaced under this process: restart toolpdp, which opens the file the path names now", f.path)
 }

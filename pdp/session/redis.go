@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -36,6 +37,9 @@ type Redis struct {
 	pinsThere map[[sha256.Size]byte]bool // pins this process knows the store holds
 	activated bool
 	epoch     string
+	// storeEpoch is the store's epoch as this process knows it: every
+	// script runs only while the store holds it.
+	storeEpoch string
 
 	waiters *waiters
 
@@ -96,6 +100,14 @@ func OpenRedis(ctx context.Context, rawURL string, b Bounds, o OpenOptions) (*Re
 		r.client.Close()
 		return nil, err
 	}
+	out, err := r.runPlain(ctx, openScript, time.Now(), newStoreEpoch())
+	if err != nil {
+		r.client.Close()
+		return nil, fmt.Errorf("--state %s: reading the store's epoch: %w", where, err)
+	}
+	// A store whose epoch another process saw vanish starts lost: its
+	// calls are refused until an operator accepts the loss.
+	r.storeEpoch, _ = out[1].(string)
 	r.waiters = newWaiters(r.client, r.channel())
 	return r, nil
 }
@@ -140,10 +152,125 @@ func (r *Redis) fail(err error) error {
 	return fmt.Errorf("%w: %s: %v", ErrUnavailable, r.where, err)
 }
 
-// run runs a script with the prefix and the time before its arguments.
+// run runs a script with the prefix and the time before its arguments,
+// only while the store's epoch is this process's: a store that lost its
+// data is refused (ErrStateLost) unless an operator accepted the loss, in
+// which case the epoch in force is adopted and the script runs once more.
 func (r *Redis) run(ctx context.Context, s *redis.Script, now time.Time, args ...any) (any, error) {
+	for attempt := 0; ; attempt++ {
+		r.mu.Lock()
+		mine := r.storeEpoch
+		r.mu.Unlock()
+		v, err := s.Run(ctx, r.client, []string{r.prefix + "s"}, append([]any{r.prefix, fmt.Sprintf("%d|%s", now.UnixMilli(), mine)}, args...)...).Result()
+		if err == nil || !strings.HasPrefix(err.Error(), "STATELOST") {
+			return v, r.fail(err)
+		}
+		if cerr := r.check(ctx); cerr != nil || attempt > 0 {
+			return nil, r.lostError(cerr)
+		}
+	}
+}
+
+// runPlain runs a script that needs no epoch check.
+func (r *Redis) runPlain(ctx context.Context, s *redis.Script, now time.Time, args ...any) ([]any, error) {
 	v, err := s.Run(ctx, r.client, []string{r.prefix + "s"}, append([]any{r.prefix, now.UnixMilli()}, args...)...).Result()
-	return v, r.fail(err)
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	out, _ := v.([]any)
+	if len(out) < 2 {
+		return nil, fmt.Errorf("%w: %s: an unexpected answer %v", ErrUnavailable, r.where, v)
+	}
+	return out, nil
+}
+
+// check compares the store's epoch with this process's: nil when they
+// agree or an operator accepted the loss of this process's epoch (the
+// epoch in force is adopted), ErrStateLost when the epoch vanished or
+// changed, ErrUnavailable when the store cannot tell.
+func (r *Redis) check(ctx context.Context) error {
+	r.mu.Lock()
+	mine := r.storeEpoch
+	r.mu.Unlock()
+	out, err := r.runPlain(ctx, checkScript, time.Now(), mine)
+	if err != nil {
+		return err
+	}
+	status, _ := out[0].(string)
+	cur, _ := out[1].(string)
+	switch status {
+	case "ok":
+		return nil
+	case "adopted":
+		r.mu.Lock()
+		if r.storeEpoch == mine {
+			r.storeEpoch = cur
+		}
+		r.mu.Unlock()
+		return nil
+	}
+	if cur == "" || strings.HasPrefix(cur, "lost:") {
+		return fmt.Errorf("%w: %s holds no epoch of its own any more (it was restarted without its data, flushed or replaced): halts, pins, asks and remembered approvals it held may be gone", ErrStateLost, r.where)
+	}
+	return fmt.Errorf("%w: %s holds another store's epoch than this process knew (it was replaced, or restored from elsewhere): halts, pins, asks and remembered approvals it held may be gone", ErrStateLost, r.where)
+}
+
+// sameEpoch checks an epoch read beside data: a read from a store that
+// lost its data would say an ask never existed.
+func (r *Redis) sameEpoch(ctx context.Context, got string) error {
+	r.mu.Lock()
+	mine := r.storeEpoch
+	r.mu.Unlock()
+	if got == mine && !strings.HasPrefix(mine, "lost:") {
+		return nil
+	}
+	return r.check(ctx)
+}
+
+// lostError is the error of a script refused for the epoch.
+func (r *Redis) lostError(err error) error {
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s", ErrStateLost, r.where)
+}
+
+// AcceptReset records that an operator (by) accepts the loss of what the
+// store held: this process, and every other one that held the lost epoch,
+// goes on with the epoch in force (a new one when none is). It returns
+// the epoch given up and the one in force; from is "" when nothing was
+// lost.
+func (r *Redis) AcceptReset(ctx context.Context, by string) (from, to string, err error) {
+	r.mu.Lock()
+	mine := r.storeEpoch
+	r.mu.Unlock()
+	out, err := r.runPlain(ctx, acceptScript, time.Now(), mine, newStoreEpoch(), by)
+	if err != nil {
+		return "", "", err
+	}
+	if len(out) != 3 {
+		return "", "", fmt.Errorf("%w: accept: an unexpected answer %v", ErrUnavailable, out)
+	}
+	status, _ := out[0].(string)
+	from, _ = out[1].(string)
+	to, _ = out[2].(string)
+	r.mu.Lock()
+	r.storeEpoch = to
+	r.mu.Unlock()
+	if status == "none" {
+		return "", to, nil
+	}
+	if from == "" {
+		from = "(unknown)"
+	}
+	return from, to, nil
+}
+
+// newStoreEpoch names one store, for as long as it keeps its data.
+func newStoreEpoch() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func sk(k Key) string { return k.Workspace + "\x00" + k.Agent + "\x00" + k.Session }
@@ -291,10 +418,16 @@ func (r *Redis) Remembered(ctx context.Context, k Key, key RememberKey, epoch st
 }
 
 func (r *Redis) ByCallID(ctx context.Context, workspace, agentID, sessionID, callID string) (string, bool, error) {
-	v, err := r.client.HMGet(ctx, r.prefix+"cid:"+workspace+"\x00"+agentID+"\x00"+sessionID+"\x00"+callID, "id", "held", "conflict").Result()
-	if err != nil {
+	pipe := r.client.Pipeline()
+	fields := pipe.HMGet(ctx, r.prefix+"cid:"+workspace+"\x00"+agentID+"\x00"+sessionID+"\x00"+callID, "id", "held", "conflict")
+	epoch := pipe.Get(ctx, r.prefix+"epoch")
+	if _, err := pipe.Exec(ctx); r.fail(err) != nil {
 		return "", false, r.fail(err)
 	}
+	if err := r.sameEpoch(ctx, epoch.Val()); err != nil {
+		return "", false, err
+	}
+	v := fields.Val()
 	id, _ := v[0].(string)
 	held, _ := v[1].(string)
 	conflict, _ := v[2].(string)
@@ -304,10 +437,16 @@ func (r *Redis) ByCallID(ctx context.Context, workspace, agentID, sessionID, cal
 
 // get is a decided call as the store holds it, or nil.
 func (r *Redis) get(ctx context.Context, id string) (*Call, map[string]string, error) {
-	f, err := r.client.HGetAll(ctx, r.prefix+"c:"+id).Result()
-	if err != nil {
+	pipe := r.client.Pipeline()
+	hash := pipe.HGetAll(ctx, r.prefix+"c:"+id)
+	epoch := pipe.Get(ctx, r.prefix+"epoch")
+	if _, err := pipe.Exec(ctx); r.fail(err) != nil {
 		return nil, nil, r.fail(err)
 	}
+	if err := r.sameEpoch(ctx, epoch.Val()); err != nil {
+		return nil, nil, err
+	}
+	f := hash.Val()
 	if len(f) == 0 {
 		return nil, nil, nil
 	}
@@ -349,6 +488,10 @@ type answerDoc struct {
 	AnsweredBy string `json:"by,omitempty"`
 }
 
+// settleBound is how long an answer whose reply was lost is settled for:
+// Redis is asked, again and again, whether the answer was stored.
+const settleBound = 10 * time.Second
+
 func (r *Redis) Answer(ctx context.Context, id, workspace string, answer func(*Call), now time.Time) (*Call, Lookup, bool, error) {
 	c, found, err := r.Get(ctx, id, workspace, now)
 	if err != nil || found != Found {
@@ -362,16 +505,25 @@ func (r *Redis) Answer(ctx context.Context, id, workspace string, answer func(*C
 	if err != nil {
 		return nil, NotFound, false, err
 	}
+	nonce := newNonce()
 	v, err := r.run(ctx, answerScript, now, id, workspace, int(c.Answer), effect(c.Answer), adoc, r.b.PendingTTL.Milliseconds(),
-		r.b.MaxPending, r.maxPendingBytes(), r.channel())
+		r.b.MaxPending, r.maxPendingBytes(), r.channel(), nonce)
+	if err != nil && !errors.Is(err, ErrStateLost) {
+		// The script may have run although its reply was lost (a stall, a
+		// timeout): ask whether it did rather than answer again.
+		v, err = r.settle(ctx, id, workspace, nonce, now)
+	}
 	if err != nil {
 		return nil, NotFound, false, err
 	}
 	out, _ := v.([]any)
-	if len(out) != 3 {
+	if len(out) != 4 {
 		return nil, NotFound, false, fmt.Errorf("%w: answer: an unexpected answer %v", ErrUnavailable, v)
 	}
 	status, _ := out[0].(string)
+	if status == "answered" && fmt.Sprint(out[3]) == nonce { // this very answer, stored by an attempt whose reply was lost
+		status = "ok"
+	}
 	switch status {
 	case "ok":
 		c.Halt = toInt(out[1]) == 1
@@ -388,8 +540,37 @@ func (r *Redis) Answer(ctx context.Context, id, workspace string, answer func(*C
 	case "notask":
 		c.Answer = pb.Decision_DECISION_UNSPECIFIED
 		return &c, Found, false, nil
+	case "void":
+		return nil, NotFound, false, fmt.Errorf("%w: %s: the answer could not be stored (the store did not reply in time); the ask is still pending: answer it again", ErrUnavailable, r.where)
 	}
 	return nil, NotFound, false, nil
+}
+
+// settle learns whether the answer of nonce to ask id was stored, asking
+// again within settleBound: answered (by this nonce or another), or void —
+// not stored, and now never to be. Its reads are not cut by the caller's
+// deadline: a person who was not told must not be overruled later by a
+// copy of their answer still on its way.
+func (r *Redis) settle(ctx context.Context, id, workspace, nonce string, now time.Time) (any, error) {
+	deadline := time.Now().Add(settleBound)
+	pause := 50 * time.Millisecond
+	for {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		v, err := r.run(sctx, settleScript, now, id, workspace, nonce, max(r.b.PendingTTL, time.Minute).Milliseconds())
+		cancel()
+		if err == nil || errors.Is(err, ErrStateLost) || time.Now().After(deadline) {
+			return v, err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 500*time.Millisecond)
+	}
+}
+
+// newNonce names one attempt to answer an ask.
+func newNonce() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func (r *Redis) channel() string { return r.prefix + "answered" }
@@ -431,6 +612,9 @@ func (r *Redis) Report(ctx context.Context, id, workspace string, isError bool, 
 }
 
 func (r *Redis) Page(ctx context.Context, workspace, agentID string, after uint64, limit int, now time.Time) ([]Call, uint64, error) {
+	if err := r.check(ctx); err != nil {
+		return nil, 0, err
+	}
 	var out []Call
 	from := "(" + strconv.FormatUint(after, 10)
 	for {
@@ -544,7 +728,9 @@ func (r *Redis) Collectors() []prometheus.Collector {
 	}
 }
 
-func (r *Redis) Ping(ctx context.Context) error { return r.fail(r.client.Ping(ctx).Err()) }
+// Ping reports whether the store answers and still holds this process's
+// epoch.
+func (r *Redis) Ping(ctx context.Context) error { return r.check(ctx) }
 
 func (r *Redis) Close() error {
 	r.waiters.close()

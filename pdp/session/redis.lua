@@ -14,8 +14,24 @@
 -- cid, q: asks or recent); sorted sets P.."asks" and P.."recent" by
 -- arrival; P.."abytes", P.."rbytes"; P.."cid:"..key the latest call of a
 -- call id; P.."sc:"..sk a session's calls.
+--
+-- The store's epoch: P.."epoch", written once when the store is first
+-- used ("lost:"..epoch once a process saw it vanish);
+-- P.."epoch:lost", the epochs processes found lost and nobody accepted
+-- yet; P.."epoch:accepted", the losses an operator accepted (lost epoch
+-- -> "new|by|time"). ARGV[2] may be "time|epoch": the script then runs only
+-- while the store's epoch is that one, else it fails with STATELOST, so
+-- that nothing is counted into a store that lost what it held.
 local P = ARGV[1]
-local now = tonumber(ARGV[2])
+local now, want = string.match(ARGV[2], '^(%d+)|(.*)$')
+if now then
+  now = tonumber(now)
+  if redis.call('GET', P .. 'epoch') ~= want or string.sub(want, 1, 5) == 'lost:' then
+    return redis.error_reply('STATELOST the store epoch is not ' .. want)
+  end
+else
+  now = tonumber(ARGV[2])
+end
 local evicted = 0
 
 local function num(v)

@@ -132,35 +132,57 @@ return {halt}
 `)
 
 // answer: id, ws, answer (the decision's number), effect, what goes with
-// the answer (a document), ttl, max pending, max pending bytes, channel.
-// Returns {status, halt, ans} with status ok, notfound, expired, notask or
-// answered.
+// the answer (a document), ttl, max pending, max pending bytes, channel,
+// the answer's nonce. Returns {status, halt, ans, nonce} with status ok,
+// notfound, expired, notask, answered (nonce: the one that answered) or
+// void (settle gave this nonce up: it must never answer).
 var answerScript = script(`
 local id, ws, ans, effect, adoc = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-local ttl, maxn, maxbytes, channel = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
+local ttl, maxn, maxbytes, channel, nonce = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11], ARGV[12]
+if redis.call('EXISTS', P .. 'void:' .. nonce) == 1 then
+  return {'void', 0, '', ''}
+end
 local c = P .. 'c:' .. id
-local f = redis.call('HMGET', c, 'ws', 'dec', 'ans', 'created', 'sk', 'max', 'q', 'exp')
+local f = redis.call('HMGET', c, 'ws', 'dec', 'ans', 'created', 'sk', 'max', 'q', 'exp', 'halt', 'an')
 if not f[1] or f[1] ~= ws then
-  return {'notfound', 0, ''}
+  return {'notfound', 0, '', ''}
 end
 if f[3] ~= '' then
-  return {'answered', 0, f[3]}
+  return {'answered', num(f[9]), f[3], f[10] or ''}
 end
 if f[8] == '1' then
-  return {'expired', 0, ''}
+  return {'expired', 0, '', ''}
 end
 if f[7] ~= 'asks' then
-  return {'notask', 0, ''}
+  return {'notask', 0, '', ''}
 end
 if now - num(f[4]) > ttl then
   expire_ask(id, channel, maxn, maxbytes)
-  return {'expired', 0, ''}
+  return {'expired', 0, '', ''}
 end
 local halt = count(f[5], effect, num(f[6]))
-redis.call('HSET', c, 'ans', ans, 'adoc', adoc, 'halt', halt)
+redis.call('HSET', c, 'ans', ans, 'adoc', adoc, 'halt', halt, 'an', nonce)
 move(id, 'recent', maxn, maxbytes)
 redis.call('PUBLISH', channel, id)
-return {'ok', halt, ans}
+return {'ok', halt, ans, nonce}
+`)
+
+// settle: id, ws, nonce, ttl. After an answer whose reply was lost, it
+// tells whether the answer was stored, and if not, makes sure it never
+// will be: the nonce is void, so a copy still on its way is refused.
+// Returns {status, halt, ans, nonce} with status answered (nonce: the one
+// that answered), notfound or void.
+var settleScript = script(`
+local id, ws, nonce, ttl = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+local f = redis.call('HMGET', P .. 'c:' .. id, 'ws', 'ans', 'halt', 'an')
+if f[1] and f[1] == ws and f[2] and f[2] ~= '' then
+  return {'answered', num(f[3]), f[2], f[4] or ''}
+end
+redis.call('SET', P .. 'void:' .. nonce, '1', 'PX', ttl)
+if not f[1] or f[1] ~= ws then
+  return {'notfound', 0, '', ''}
+end
+return {'void', 0, '', ''}
 `)
 
 // report: id, ws, is error (1/0), allow (the decision's number).
@@ -258,4 +280,90 @@ if f[1] == digest and f[2] and (first or f[2] ~= mine) then
 end
 redis.call('HSET', P .. 'policy', 'digest', digest, 'epoch', fresh)
 return fresh
+`)
+
+// open: a new epoch. Returns {status, epoch}: new (the store was empty of
+// an epoch: this one is written), lost (a process saw the epoch vanish:
+// the value names it) or ok.
+var openScript = script(`
+local fresh = ARGV[3]
+local cur = redis.call('GET', P .. 'epoch')
+if not cur then
+  redis.call('SET', P .. 'epoch', fresh)
+  return {'new', fresh}
+end
+if string.sub(cur, 1, 5) == 'lost:' then
+  return {'lost', cur}
+end
+return {'ok', cur}
+`)
+
+// check: the process's epoch. Returns {status, epoch}: ok, adopted (an
+// operator accepted the loss of the process's epoch: the epoch in force)
+// or lost (the epoch in force, or false; a vanished epoch is marked lost,
+// so that a process starting later sees the loss too).
+var checkScript = script(`
+local mine = ARGV[3]
+local cur = redis.call('GET', P .. 'epoch')
+if cur and cur == mine and string.sub(mine, 1, 5) ~= 'lost:' then
+  return {'ok', cur}
+end
+local key = mine
+if string.sub(key, 1, 5) == 'lost:' then
+  key = string.sub(key, 6)
+end
+local rec = redis.call('HGET', P .. 'epoch:accepted', key)
+if rec and cur then
+  local to = string.match(rec, '^([^|]*)|')
+  if to == cur then
+    return {'adopted', cur}
+  end
+end
+if not cur then
+  redis.call('SET', P .. 'epoch', 'lost:' .. key, 'NX')
+end
+if key ~= '' then
+  redis.call('HSET', P .. 'epoch:lost', key, now)
+end
+return {'lost', cur or ''}
+`)
+
+// accept: the process's epoch, a new epoch, who accepts. An operator
+// accepts that the store lost what it held: a vanished or lost-marked
+// epoch is replaced by the new one, and every lost epoch known here — the
+// process's own, and those other processes found lost (P.."epoch:lost") —
+// is recorded as accepted, so that each process that held one adopts the
+// epoch in force, whichever replica the operator reached. Returns
+// {status, from, to}: none (nothing was lost) or accepted.
+var acceptScript = script(`
+local mine, fresh, by = ARGV[3], ARGV[4], ARGV[5]
+local cur = redis.call('GET', P .. 'epoch')
+local others = redis.call('HKEYS', P .. 'epoch:lost')
+if cur and cur == mine and string.sub(mine, 1, 5) ~= 'lost:' and #others == 0 then
+  return {'none', cur, cur}
+end
+local to = cur
+if not cur or string.sub(cur, 1, 5) == 'lost:' then
+  to = fresh
+  redis.call('SET', P .. 'epoch', fresh)
+end
+local rec = to .. '|' .. by .. '|' .. now
+local from = ''
+local lost = {mine, cur or ''}
+for _, e in ipairs(others) do
+  table.insert(lost, e)
+end
+for _, e in ipairs(lost) do
+  if string.sub(e, 1, 5) == 'lost:' then
+    e = string.sub(e, 6)
+  end
+  if e ~= '' and e ~= to then
+    redis.call('HSET', P .. 'epoch:accepted', e, rec)
+    if from == '' then
+      from = e
+    end
+  end
+end
+redis.call('DEL', P .. 'epoch:lost')
+return {'accepted', from, to}
 `)

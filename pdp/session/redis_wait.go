@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -25,6 +26,9 @@ type waiters struct {
 // waitPoll is how often a wait reads its ask again, in case a wake-up was
 // lost: an answer reaches a waiter within this at worst.
 const waitPoll = 250 * time.Millisecond
+
+// readBound is the longest one read of a wait may take.
+const readBound = 5 * time.Second
 
 func newWaiters(client *redis.Client, channel string) *waiters {
 	w := &waiters{ps: client.Subscribe(context.Background(), channel), byID: map[string]map[chan struct{}]struct{}{}, done: make(chan struct{})}
@@ -92,14 +96,28 @@ func (r *Redis) Wait(ctx context.Context, id, workspace string, now func() time.
 	tick := time.NewTicker(waitPoll)
 	defer tick.Stop()
 	for {
-		c, found, err := r.Get(ctx, id, workspace, now())
-		if err != nil || found != Found || c.Decision != pb.Decision_DECISION_ASK || c.Answer != pb.Decision_DECISION_UNSPECIFIED {
+		// Each read has its own bound, not the wait's: the wait ending
+		// (even at once, for a wait of 0) is no reason to fail the read
+		// that tells how the ask stands.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBound)
+		c, found, err := r.Get(rctx, id, workspace, now())
+		cancel()
+		// A read that fails while there is time left to wait is tried
+		// again at the next tick: a store that stalls for a moment does
+		// not end a wait; one still failing when the wait ends does.
+		if err != nil && (ctx.Err() != nil || errors.Is(err, ErrStateLost)) {
 			return c, found, err
+		}
+		if err == nil && (found != Found || c.Decision != pb.Decision_DECISION_ASK || c.Answer != pb.Decision_DECISION_UNSPECIFIED) {
+			return c, found, nil
 		}
 		select {
 		case <-woken:
 		case <-tick.C:
 		case <-ctx.Done():
+			if err != nil {
+				return Call{}, NotFound, err
+			}
 			return c, Found, nil
 		}
 	}

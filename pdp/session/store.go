@@ -91,6 +91,14 @@ type Bounds struct {
 // ErrUnavailable wraps every failure to reach a store.
 var ErrUnavailable = errors.New("the state store is unavailable")
 
+// ErrStateLost wraps the refusal of a store that no longer holds what this
+// process knew it to hold: its epoch vanished or changed (a Redis
+// restarted without its data, flushed, or replaced; a state file removed
+// or replaced). Halts, pins, asks and approvals may be gone, so nothing
+// that needs them is decided until an operator accepts the loss
+// (AcceptReset).
+var ErrStateLost = errors.New("the state store lost its data")
+
 // Open is the store a --state URL names: memory, file:PATH, redis://… or
 // rediss://….
 func Open(ctx context.Context, url string, b Bounds, opts OpenOptions) (Store, error) {

@@ -1274,6 +1274,7 @@ type StatusResponse struct {
 	LastError       string                 `protobuf:"bytes,3,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"` // the last rejected reload and every failing bundle server's error, "" when none
 	LoadedUnixNanos int64                  `protobuf:"varint,4,opt,name=loaded_unix_nanos,json=loadedUnixNanos,proto3" json:"loaded_unix_nanos,omitempty"`
 	Sources         []*SourceStatus        `protobuf:"bytes,5,rep,name=sources,proto3" json:"sources,omitempty"` // one per --bundle, in order
+	State           *StateStatus           `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`     // the session state store
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1343,6 +1344,170 @@ func (x *StatusResponse) GetSources() []*SourceStatus {
 	return nil
 }
 
+func (x *StatusResponse) GetState() *StateStatus {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// StateStatus is the session state store as the server last saw it.
+type StateStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Up            bool                   `protobuf:"varint,1,opt,name=up,proto3" json:"up,omitempty"`          // it answered the last operation
+	Lost          bool                   `protobuf:"varint,2,opt,name=lost,proto3" json:"lost,omitempty"`      // it lost its data and no operator accepted that yet: calls with a session and asks are denied (state_lost)
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"` // why it is lost; "" when it is not
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateStatus) Reset() {
+	*x = StateStatus{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateStatus) ProtoMessage() {}
+
+func (x *StateStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateStatus.ProtoReflect.Descriptor instead.
+func (*StateStatus) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *StateStatus) GetUp() bool {
+	if x != nil {
+		return x.Up
+	}
+	return false
+}
+
+func (x *StateStatus) GetLost() bool {
+	if x != nil {
+		return x.Lost
+	}
+	return false
+}
+
+func (x *StateStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type AcceptStateResetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptStateResetRequest) Reset() {
+	*x = AcceptStateResetRequest{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptStateResetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptStateResetRequest) ProtoMessage() {}
+
+func (x *AcceptStateResetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptStateResetRequest.ProtoReflect.Descriptor instead.
+func (*AcceptStateResetRequest) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{17}
+}
+
+type AcceptStateResetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accepted      bool                   `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`                   // a loss was accepted; false: the store had lost nothing
+	LostEpoch     string                 `protobuf:"bytes,2,opt,name=lost_epoch,json=lostEpoch,proto3" json:"lost_epoch,omitempty"` // the epoch given up; "" when nothing was lost
+	Epoch         string                 `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`                          // the store's epoch in force
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptStateResetResponse) Reset() {
+	*x = AcceptStateResetResponse{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptStateResetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptStateResetResponse) ProtoMessage() {}
+
+func (x *AcceptStateResetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptStateResetResponse.ProtoReflect.Descriptor instead.
+func (*AcceptStateResetResponse) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AcceptStateResetResponse) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *AcceptStateResetResponse) GetLostEpoch() string {
+	if x != nil {
+		return x.LostEpoch
+	}
+	return ""
+}
+
+func (x *AcceptStateResetResponse) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
 // SourceStatus is one --bundle source as the server last saw it. Names
 // carry no credential: a URL's userinfo and query are not shown.
 type SourceStatus struct {
@@ -1358,7 +1523,7 @@ type SourceStatus struct {
 
 func (x *SourceStatus) Reset() {
 	*x = SourceStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1535,7 @@ func (x *SourceStatus) String() string {
 func (*SourceStatus) ProtoMessage() {}
 
 func (x *SourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1548,7 @@ func (x *SourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceStatus.ProtoReflect.Descriptor instead.
 func (*SourceStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SourceStatus) GetName() string {
@@ -1431,7 +1596,7 @@ type BundleStatus struct {
 
 func (x *BundleStatus) Reset() {
 	*x = BundleStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1608,7 @@ func (x *BundleStatus) String() string {
 func (*BundleStatus) ProtoMessage() {}
 
 func (x *BundleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1621,7 @@ func (x *BundleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleStatus.ProtoReflect.Descriptor instead.
 func (*BundleStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{17}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BundleStatus) GetName() string {
@@ -1486,7 +1651,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1663,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1676,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{18}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListPendingRequest) GetAgentId() string {
@@ -1559,7 +1724,7 @@ type ListPendingResponse struct {
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1736,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1749,7 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{19}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListPendingResponse) GetAsks() []*PendingAsk {
@@ -1635,7 +1800,7 @@ type PendingAsk struct {
 
 func (x *PendingAsk) Reset() {
 	*x = PendingAsk{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1812,7 @@ func (x *PendingAsk) String() string {
 func (*PendingAsk) ProtoMessage() {}
 
 func (x *PendingAsk) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1825,7 @@ func (x *PendingAsk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingAsk.ProtoReflect.Descriptor instead.
 func (*PendingAsk) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{20}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PendingAsk) GetDecisionId() string {
@@ -1804,7 +1969,7 @@ type AwaitDecisionRequest struct {
 
 func (x *AwaitDecisionRequest) Reset() {
 	*x = AwaitDecisionRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +1981,7 @@ func (x *AwaitDecisionRequest) String() string {
 func (*AwaitDecisionRequest) ProtoMessage() {}
 
 func (x *AwaitDecisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +1994,7 @@ func (x *AwaitDecisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitDecisionRequest.ProtoReflect.Descriptor instead.
 func (*AwaitDecisionRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{21}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AwaitDecisionRequest) GetDecisionId() string {
@@ -1881,7 +2046,7 @@ type AwaitDecisionResponse struct {
 
 func (x *AwaitDecisionResponse) Reset() {
 	*x = AwaitDecisionResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +2058,7 @@ func (x *AwaitDecisionResponse) String() string {
 func (*AwaitDecisionResponse) ProtoMessage() {}
 
 func (x *AwaitDecisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +2071,7 @@ func (x *AwaitDecisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitDecisionResponse.ProtoReflect.Descriptor instead.
 func (*AwaitDecisionResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{22}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AwaitDecisionResponse) GetState() AskState {
@@ -1965,7 +2130,7 @@ type ToolRef struct {
 
 func (x *ToolRef) Reset() {
 	*x = ToolRef{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2142,7 @@ func (x *ToolRef) String() string {
 func (*ToolRef) ProtoMessage() {}
 
 func (x *ToolRef) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2155,7 @@ func (x *ToolRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRef.ProtoReflect.Descriptor instead.
 func (*ToolRef) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{23}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ToolRef) GetName() string {
@@ -2025,7 +2190,7 @@ type FilterToolsRequest struct {
 
 func (x *FilterToolsRequest) Reset() {
 	*x = FilterToolsRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2202,7 @@ func (x *FilterToolsRequest) String() string {
 func (*FilterToolsRequest) ProtoMessage() {}
 
 func (x *FilterToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2215,7 @@ func (x *FilterToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterToolsRequest.ProtoReflect.Descriptor instead.
 func (*FilterToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{24}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FilterToolsRequest) GetAgentId() string {
@@ -2089,7 +2254,7 @@ type FilterToolsResponse struct {
 
 func (x *FilterToolsResponse) Reset() {
 	*x = FilterToolsResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2266,7 @@ func (x *FilterToolsResponse) String() string {
 func (*FilterToolsResponse) ProtoMessage() {}
 
 func (x *FilterToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2279,7 @@ func (x *FilterToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterToolsResponse.ProtoReflect.Descriptor instead.
 func (*FilterToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{25}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FilterToolsResponse) GetVisible() []*ToolRef {
@@ -2155,7 +2320,7 @@ type HiddenTool struct {
 
 func (x *HiddenTool) Reset() {
 	*x = HiddenTool{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2332,7 @@ func (x *HiddenTool) String() string {
 func (*HiddenTool) ProtoMessage() {}
 
 func (x *HiddenTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2345,7 @@ func (x *HiddenTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HiddenTool.ProtoReflect.Descriptor instead.
 func (*HiddenTool) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{26}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HiddenTool) GetTool() *ToolRef {
@@ -2301,14 +2466,25 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\"*\n" +
 	"\x12EndSessionResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\"\x0f\n" +
-	"\rStatusRequest\"\xec\x01\n" +
+	"\rStatusRequest\"\x9b\x02\n" +
 	"\x0eStatusResponse\x12'\n" +
 	"\x0fpolicy_revision\x18\x01 \x01(\tR\x0epolicyRevision\x122\n" +
 	"\abundles\x18\x02 \x03(\v2\x18.toolpdp.v1.BundleStatusR\abundles\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x03 \x01(\tR\tlastError\x12*\n" +
 	"\x11loaded_unix_nanos\x18\x04 \x01(\x03R\x0floadedUnixNanos\x122\n" +
-	"\asources\x18\x05 \x03(\v2\x18.toolpdp.v1.SourceStatusR\asources\"\xa6\x01\n" +
+	"\asources\x18\x05 \x03(\v2\x18.toolpdp.v1.SourceStatusR\asources\x12-\n" +
+	"\x05state\x18\x06 \x01(\v2\x17.toolpdp.v1.StateStatusR\x05state\"K\n" +
+	"\vStateStatus\x12\x0e\n" +
+	"\x02up\x18\x01 \x01(\bR\x02up\x12\x12\n" +
+	"\x04lost\x18\x02 \x01(\bR\x04lost\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x19\n" +
+	"\x17AcceptStateResetRequest\"k\n" +
+	"\x18AcceptStateResetResponse\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x1d\n" +
+	"\n" +
+	"lost_epoch\x18\x02 \x01(\tR\tlostEpoch\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\tR\x05epoch\"\xa6\x01\n" +
 	"\fSourceStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06remote\x18\x02 \x01(\bR\x06remote\x12\x1d\n" +
@@ -2405,7 +2581,7 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x15ASK_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ASK_STATE_PENDING\x10\x01\x12\x16\n" +
 	"\x12ASK_STATE_ANSWERED\x10\x02\x12\x15\n" +
-	"\x11ASK_STATE_EXPIRED\x10\x032\xed\x04\n" +
+	"\x11ASK_STATE_EXPIRED\x10\x032\xcc\x05\n" +
 	"\x0fDecisionService\x12?\n" +
 	"\x06Decide\x12\x19.toolpdp.v1.DecideRequest\x1a\x1a.toolpdp.v1.DecideResponse\x12B\n" +
 	"\aConfirm\x12\x1a.toolpdp.v1.ConfirmRequest\x1a\x1b.toolpdp.v1.ConfirmResponse\x12Q\n" +
@@ -2415,7 +2591,8 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x06Status\x12\x19.toolpdp.v1.StatusRequest\x1a\x1a.toolpdp.v1.StatusResponse\x12N\n" +
 	"\vListPending\x12\x1e.toolpdp.v1.ListPendingRequest\x1a\x1f.toolpdp.v1.ListPendingResponse\x12T\n" +
 	"\rAwaitDecision\x12 .toolpdp.v1.AwaitDecisionRequest\x1a!.toolpdp.v1.AwaitDecisionResponse\x12N\n" +
-	"\vFilterTools\x12\x1e.toolpdp.v1.FilterToolsRequest\x1a\x1f.toolpdp.v1.FilterToolsResponseB7Z5github.com/toolpdp/toolpdp/proto/toolpdp/v1;toolpdpv1b\x06proto3"
+	"\vFilterTools\x12\x1e.toolpdp.v1.FilterToolsRequest\x1a\x1f.toolpdp.v1.FilterToolsResponse\x12]\n" +
+	"\x10AcceptStateReset\x12#.toolpdp.v1.AcceptStateResetRequest\x1a$.toolpdp.v1.AcceptStateResetResponseB7Z5github.com/toolpdp/toolpdp/proto/toolpdp/v1;toolpdpv1b\x06proto3"
 
 var (
 	file_toolpdp_v1_toolpdp_proto_rawDescOnce sync.Once
@@ -2430,94 +2607,100 @@ func file_toolpdp_v1_toolpdp_proto_rawDescGZIP() []byte {
 }
 
 var file_toolpdp_v1_toolpdp_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
-	(Category)(0),                 // 0: toolpdp.v1.Category
-	(Decision)(0),                 // 1: toolpdp.v1.Decision
-	(AskState)(0),                 // 2: toolpdp.v1.AskState
-	(*DecideRequest)(nil),         // 3: toolpdp.v1.DecideRequest
-	(*DecideResponse)(nil),        // 4: toolpdp.v1.DecideResponse
-	(*ToolDefinitionChange)(nil),  // 5: toolpdp.v1.ToolDefinitionChange
-	(*Reason)(nil),                // 6: toolpdp.v1.Reason
-	(*Execution)(nil),             // 7: toolpdp.v1.Execution
-	(*ExecutionPolicy)(nil),       // 8: toolpdp.v1.ExecutionPolicy
-	(*PathList)(nil),              // 9: toolpdp.v1.PathList
-	(*EnvSpec)(nil),               // 10: toolpdp.v1.EnvSpec
-	(*ConfirmRequest)(nil),        // 11: toolpdp.v1.ConfirmRequest
-	(*ConfirmResponse)(nil),       // 12: toolpdp.v1.ConfirmResponse
-	(*ReportResultRequest)(nil),   // 13: toolpdp.v1.ReportResultRequest
-	(*ReportResultResponse)(nil),  // 14: toolpdp.v1.ReportResultResponse
-	(*EndSessionRequest)(nil),     // 15: toolpdp.v1.EndSessionRequest
-	(*EndSessionResponse)(nil),    // 16: toolpdp.v1.EndSessionResponse
-	(*StatusRequest)(nil),         // 17: toolpdp.v1.StatusRequest
-	(*StatusResponse)(nil),        // 18: toolpdp.v1.StatusResponse
-	(*SourceStatus)(nil),          // 19: toolpdp.v1.SourceStatus
-	(*BundleStatus)(nil),          // 20: toolpdp.v1.BundleStatus
-	(*ListPendingRequest)(nil),    // 21: toolpdp.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),   // 22: toolpdp.v1.ListPendingResponse
-	(*PendingAsk)(nil),            // 23: toolpdp.v1.PendingAsk
-	(*AwaitDecisionRequest)(nil),  // 24: toolpdp.v1.AwaitDecisionRequest
-	(*AwaitDecisionResponse)(nil), // 25: toolpdp.v1.AwaitDecisionResponse
-	(*ToolRef)(nil),               // 26: toolpdp.v1.ToolRef
-	(*FilterToolsRequest)(nil),    // 27: toolpdp.v1.FilterToolsRequest
-	(*FilterToolsResponse)(nil),   // 28: toolpdp.v1.FilterToolsResponse
-	(*HiddenTool)(nil),            // 29: toolpdp.v1.HiddenTool
-	nil,                           // 30: toolpdp.v1.DecideRequest.EnvEntry
-	nil,                           // 31: toolpdp.v1.Execution.EnvEntry
-	nil,                           // 32: toolpdp.v1.PendingAsk.EnvEntry
-	(*structpb.Struct)(nil),       // 33: google.protobuf.Struct
+	(Category)(0),                    // 0: toolpdp.v1.Category
+	(Decision)(0),                    // 1: toolpdp.v1.Decision
+	(AskState)(0),                    // 2: toolpdp.v1.AskState
+	(*DecideRequest)(nil),            // 3: toolpdp.v1.DecideRequest
+	(*DecideResponse)(nil),           // 4: toolpdp.v1.DecideResponse
+	(*ToolDefinitionChange)(nil),     // 5: toolpdp.v1.ToolDefinitionChange
+	(*Reason)(nil),                   // 6: toolpdp.v1.Reason
+	(*Execution)(nil),                // 7: toolpdp.v1.Execution
+	(*ExecutionPolicy)(nil),          // 8: toolpdp.v1.ExecutionPolicy
+	(*PathList)(nil),                 // 9: toolpdp.v1.PathList
+	(*EnvSpec)(nil),                  // 10: toolpdp.v1.EnvSpec
+	(*ConfirmRequest)(nil),           // 11: toolpdp.v1.ConfirmRequest
+	(*ConfirmResponse)(nil),          // 12: toolpdp.v1.ConfirmResponse
+	(*ReportResultRequest)(nil),      // 13: toolpdp.v1.ReportResultRequest
+	(*ReportResultResponse)(nil),     // 14: toolpdp.v1.ReportResultResponse
+	(*EndSessionRequest)(nil),        // 15: toolpdp.v1.EndSessionRequest
+	(*EndSessionResponse)(nil),       // 16: toolpdp.v1.EndSessionResponse
+	(*StatusRequest)(nil),            // 17: toolpdp.v1.StatusRequest
+	(*StatusResponse)(nil),           // 18: toolpdp.v1.StatusResponse
+	(*StateStatus)(nil),              // 19: toolpdp.v1.StateStatus
+	(*AcceptStateResetRequest)(nil),  // 20: toolpdp.v1.AcceptStateResetRequest
+	(*AcceptStateResetResponse)(nil), // 21: toolpdp.v1.AcceptStateResetResponse
+	(*SourceStatus)(nil),             // 22: toolpdp.v1.SourceStatus
+	(*BundleStatus)(nil),             // 23: toolpdp.v1.BundleStatus
+	(*ListPendingRequest)(nil),       // 24: toolpdp.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),      // 25: toolpdp.v1.ListPendingResponse
+	(*PendingAsk)(nil),               // 26: toolpdp.v1.PendingAsk
+	(*AwaitDecisionRequest)(nil),     // 27: toolpdp.v1.AwaitDecisionRequest
+	(*AwaitDecisionResponse)(nil),    // 28: toolpdp.v1.AwaitDecisionResponse
+	(*ToolRef)(nil),                  // 29: toolpdp.v1.ToolRef
+	(*FilterToolsRequest)(nil),       // 30: toolpdp.v1.FilterToolsRequest
+	(*FilterToolsResponse)(nil),      // 31: toolpdp.v1.FilterToolsResponse
+	(*HiddenTool)(nil),               // 32: toolpdp.v1.HiddenTool
+	nil,                              // 33: toolpdp.v1.DecideRequest.EnvEntry
+	nil,                              // 34: toolpdp.v1.Execution.EnvEntry
+	nil,                              // 35: toolpdp.v1.PendingAsk.EnvEntry
+	(*structpb.Struct)(nil),          // 36: google.protobuf.Struct
 }
 var file_toolpdp_v1_toolpdp_proto_depIdxs = []int32{
 	0,  // 0: toolpdp.v1.DecideRequest.category:type_name -> toolpdp.v1.Category
-	33, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
-	30, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
+	36, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
+	33, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
 	8,  // 3: toolpdp.v1.DecideRequest.execution_policy:type_name -> toolpdp.v1.ExecutionPolicy
 	1,  // 4: toolpdp.v1.DecideResponse.decision:type_name -> toolpdp.v1.Decision
 	6,  // 5: toolpdp.v1.DecideResponse.reasons:type_name -> toolpdp.v1.Reason
 	7,  // 6: toolpdp.v1.DecideResponse.execution:type_name -> toolpdp.v1.Execution
 	5,  // 7: toolpdp.v1.DecideResponse.definition_change:type_name -> toolpdp.v1.ToolDefinitionChange
 	1,  // 8: toolpdp.v1.Reason.effect:type_name -> toolpdp.v1.Decision
-	31, // 9: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
+	34, // 9: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
 	9,  // 10: toolpdp.v1.Execution.read_paths:type_name -> toolpdp.v1.PathList
 	9,  // 11: toolpdp.v1.Execution.write_paths:type_name -> toolpdp.v1.PathList
 	10, // 12: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
 	9,  // 13: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
 	9,  // 14: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
 	1,  // 15: toolpdp.v1.ConfirmResponse.decision:type_name -> toolpdp.v1.Decision
-	20, // 16: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
-	19, // 17: toolpdp.v1.StatusResponse.sources:type_name -> toolpdp.v1.SourceStatus
-	23, // 18: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
-	6,  // 19: toolpdp.v1.PendingAsk.reasons:type_name -> toolpdp.v1.Reason
-	32, // 20: toolpdp.v1.PendingAsk.env:type_name -> toolpdp.v1.PendingAsk.EnvEntry
-	5,  // 21: toolpdp.v1.PendingAsk.definition_change:type_name -> toolpdp.v1.ToolDefinitionChange
-	2,  // 22: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
-	1,  // 23: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
-	7,  // 24: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
-	26, // 25: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
-	26, // 26: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
-	29, // 27: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
-	26, // 28: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
-	3,  // 29: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
-	11, // 30: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
-	13, // 31: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
-	15, // 32: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
-	17, // 33: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
-	21, // 34: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
-	24, // 35: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
-	27, // 36: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
-	4,  // 37: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
-	12, // 38: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
-	14, // 39: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
-	16, // 40: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
-	18, // 41: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
-	22, // 42: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
-	25, // 43: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
-	28, // 44: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
-	37, // [37:45] is the sub-list for method output_type
-	29, // [29:37] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	23, // 16: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
+	22, // 17: toolpdp.v1.StatusResponse.sources:type_name -> toolpdp.v1.SourceStatus
+	19, // 18: toolpdp.v1.StatusResponse.state:type_name -> toolpdp.v1.StateStatus
+	26, // 19: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
+	6,  // 20: toolpdp.v1.PendingAsk.reasons:type_name -> toolpdp.v1.Reason
+	35, // 21: toolpdp.v1.PendingAsk.env:type_name -> toolpdp.v1.PendingAsk.EnvEntry
+	5,  // 22: toolpdp.v1.PendingAsk.definition_change:type_name -> toolpdp.v1.ToolDefinitionChange
+	2,  // 23: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
+	1,  // 24: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
+	7,  // 25: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
+	29, // 26: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
+	29, // 27: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
+	32, // 28: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
+	29, // 29: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
+	3,  // 30: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
+	11, // 31: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
+	13, // 32: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
+	15, // 33: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
+	17, // 34: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
+	24, // 35: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
+	27, // 36: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
+	30, // 37: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
+	20, // 38: toolpdp.v1.DecisionService.AcceptStateReset:input_type -> toolpdp.v1.AcceptStateResetRequest
+	4,  // 39: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
+	12, // 40: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
+	14, // 41: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
+	16, // 42: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
+	18, // 43: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
+	25, // 44: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
+	28, // 45: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
+	31, // 46: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
+	21, // 47: toolpdp.v1.DecisionService.AcceptStateReset:output_type -> toolpdp.v1.AcceptStateResetResponse
+	39, // [39:48] is the sub-list for method output_type
+	30, // [30:39] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_toolpdp_v1_toolpdp_proto_init() }
@@ -2531,7 +2714,7 @@ func file_toolpdp_v1_toolpdp_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolpdp_v1_toolpdp_proto_rawDesc), len(file_toolpdp_v1_toolpdp_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   30,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

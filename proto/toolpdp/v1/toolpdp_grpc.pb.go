@@ -23,14 +23,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	DecisionService_Decide_FullMethodName        = "/toolpdp.v1.DecisionService/Decide"
-	DecisionService_Confirm_FullMethodName       = "/toolpdp.v1.DecisionService/Confirm"
-	DecisionService_ReportResult_FullMethodName  = "/toolpdp.v1.DecisionService/ReportResult"
-	DecisionService_EndSession_FullMethodName    = "/toolpdp.v1.DecisionService/EndSession"
-	DecisionService_Status_FullMethodName        = "/toolpdp.v1.DecisionService/Status"
-	DecisionService_ListPending_FullMethodName   = "/toolpdp.v1.DecisionService/ListPending"
-	DecisionService_AwaitDecision_FullMethodName = "/toolpdp.v1.DecisionService/AwaitDecision"
-	DecisionService_FilterTools_FullMethodName   = "/toolpdp.v1.DecisionService/FilterTools"
+	DecisionService_Decide_FullMethodName           = "/toolpdp.v1.DecisionService/Decide"
+	DecisionService_Confirm_FullMethodName          = "/toolpdp.v1.DecisionService/Confirm"
+	DecisionService_ReportResult_FullMethodName     = "/toolpdp.v1.DecisionService/ReportResult"
+	DecisionService_EndSession_FullMethodName       = "/toolpdp.v1.DecisionService/EndSession"
+	DecisionService_Status_FullMethodName           = "/toolpdp.v1.DecisionService/Status"
+	DecisionService_ListPending_FullMethodName      = "/toolpdp.v1.DecisionService/ListPending"
+	DecisionService_AwaitDecision_FullMethodName    = "/toolpdp.v1.DecisionService/AwaitDecision"
+	DecisionService_FilterTools_FullMethodName      = "/toolpdp.v1.DecisionService/FilterTools"
+	DecisionService_AcceptStateReset_FullMethodName = "/toolpdp.v1.DecisionService/AcceptStateReset"
 )
 
 // DecisionServiceClient is the client API for DecisionService service.
@@ -60,6 +61,11 @@ type DecisionServiceClient interface {
 	// FilterTools says which of the given tools some call could allow or ask
 	// for this agent, and why each hidden one is hidden.
 	FilterTools(ctx context.Context, in *FilterToolsRequest, opts ...grpc.CallOption) (*FilterToolsResponse, error)
+	// AcceptStateReset records that an operator accepts that the session
+	// state store lost its data (its epoch vanished or changed): sessions
+	// start afresh, on every replica sharing the store. Served on the
+	// approver's address only, like Confirm.
+	AcceptStateReset(ctx context.Context, in *AcceptStateResetRequest, opts ...grpc.CallOption) (*AcceptStateResetResponse, error)
 }
 
 type decisionServiceClient struct {
@@ -150,6 +156,16 @@ func (c *decisionServiceClient) FilterTools(ctx context.Context, in *FilterTools
 	return out, nil
 }
 
+func (c *decisionServiceClient) AcceptStateReset(ctx context.Context, in *AcceptStateResetRequest, opts ...grpc.CallOption) (*AcceptStateResetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcceptStateResetResponse)
+	err := c.cc.Invoke(ctx, DecisionService_AcceptStateReset_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DecisionServiceServer is the server API for DecisionService service.
 // All implementations must embed UnimplementedDecisionServiceServer
 // for forward compatibility.
@@ -177,6 +193,11 @@ type DecisionServiceServer interface {
 	// FilterTools says which of the given tools some call could allow or ask
 	// for this agent, and why each hidden one is hidden.
 	FilterTools(context.Context, *FilterToolsRequest) (*FilterToolsResponse, error)
+	// AcceptStateReset records that an operator accepts that the session
+	// state store lost its data (its epoch vanished or changed): sessions
+	// start afresh, on every replica sharing the store. Served on the
+	// approver's address only, like Confirm.
+	AcceptStateReset(context.Context, *AcceptStateResetRequest) (*AcceptStateResetResponse, error)
 	mustEmbedUnimplementedDecisionServiceServer()
 }
 
@@ -210,6 +231,9 @@ func (UnimplementedDecisionServiceServer) AwaitDecision(context.Context, *AwaitD
 }
 func (UnimplementedDecisionServiceServer) FilterTools(context.Context, *FilterToolsRequest) (*FilterToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FilterTools not implemented")
+}
+func (UnimplementedDecisionServiceServer) AcceptStateReset(context.Context, *AcceptStateResetRequest) (*AcceptStateResetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcceptStateReset not implemented")
 }
 func (UnimplementedDecisionServiceServer) mustEmbedUnimplementedDecisionServiceServer() {}
 func (UnimplementedDecisionServiceServer) testEmbeddedByValue()                         {}
@@ -376,6 +400,24 @@ func _DecisionService_FilterTools_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DecisionService_AcceptStateReset_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcceptStateResetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DecisionServiceServer).AcceptStateReset(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DecisionService_AcceptStateReset_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DecisionServiceServer).AcceptStateReset(ctx, req.(*AcceptStateResetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DecisionService_ServiceDesc is the grpc.ServiceDesc for DecisionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -414,6 +456,10 @@ var DecisionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FilterTools",
 			Handler:    _DecisionService_FilterTools_Handler,
+		},
+		{
+			MethodName: "AcceptStateReset",
+			Handler:    _DecisionService_AcceptStateReset_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

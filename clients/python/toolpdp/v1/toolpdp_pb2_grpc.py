@@ -55,6 +55,11 @@ class DecisionServiceStub(object):
                 request_serializer=toolpdp_dot_v1_dot_toolpdp__pb2.FilterToolsRequest.SerializeToString,
                 response_deserializer=toolpdp_dot_v1_dot_toolpdp__pb2.FilterToolsResponse.FromString,
                 )
+        self.AcceptStateReset = channel.unary_unary(
+                '/toolpdp.v1.DecisionService/AcceptStateReset',
+                request_serializer=toolpdp_dot_v1_dot_toolpdp__pb2.AcceptStateResetRequest.SerializeToString,
+                response_deserializer=toolpdp_dot_v1_dot_toolpdp__pb2.AcceptStateResetResponse.FromString,
+                )
 
 
 class DecisionServiceServicer(object):
@@ -122,6 +127,16 @@ class DecisionServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcceptStateReset(self, request, context):
+        """AcceptStateReset records that an operator accepts that the session
+        state store lost its data (its epoch vanished or changed): sessions
+        start afresh, on every replica sharing the store. Served on the
+        approver's address only, like Confirm.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DecisionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -164,6 +179,11 @@ def add_DecisionServiceServicer_to_server(servicer, server):
                     servicer.FilterTools,
                     request_deserializer=toolpdp_dot_v1_dot_toolpdp__pb2.FilterToolsRequest.FromString,
                     response_serializer=toolpdp_dot_v1_dot_toolpdp__pb2.FilterToolsResponse.SerializeToString,
+            ),
+            'AcceptStateReset': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcceptStateReset,
+                    request_deserializer=toolpdp_dot_v1_dot_toolpdp__pb2.AcceptStateResetRequest.FromString,
+                    response_serializer=toolpdp_dot_v1_dot_toolpdp__pb2.AcceptStateResetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -309,5 +329,22 @@ class DecisionService(object):
         return grpc.experimental.unary_unary(request, target, '/toolpdp.v1.DecisionService/FilterTools',
             toolpdp_dot_v1_dot_toolpdp__pb2.FilterToolsRequest.SerializeToString,
             toolpdp_dot_v1_dot_toolpdp__pb2.FilterToolsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def AcceptStateReset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolpdp.v1.DecisionService/AcceptStateReset',
+            toolpdp_dot_v1_dot_toolpdp__pb2.AcceptStateResetRequest.SerializeToString,
+            toolpdp_dot_v1_dot_toolpdp__pb2.AcceptStateResetResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

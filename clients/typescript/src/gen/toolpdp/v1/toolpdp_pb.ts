@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolpdp/v1/toolpdp.proto.
  */
 export const file_toolpdp_v1_toolpdp: GenFile = /*@__PURE__*/
-  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEi5QIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkSFwoPdG9vbF9kZWZpbml0aW9uGBQgASgJGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEikQIKDkRlY2lkZVJlc3BvbnNlEiYKCGRlY2lzaW9uGAEgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAIgASgJEhMKC2RlY2lzaW9uX2lkGAMgASgJEhcKD3BvbGljeV9yZXZpc2lvbhgEIAEoCRIjCgdyZWFzb25zGAUgAygLMhIudG9vbHBkcC52MS5SZWFzb24SKAoJZXhlY3V0aW9uGAYgASgLMhUudG9vbHBkcC52MS5FeGVjdXRpb24SDAoEaGFsdBgHIAEoCBI7ChFkZWZpbml0aW9uX2NoYW5nZRgUIAEoCzIgLnRvb2xwZHAudjEuVG9vbERlZmluaXRpb25DaGFuZ2UijgEKFFRvb2xEZWZpbml0aW9uQ2hhbmdlEg4KBnNlcnZlchgBIAEoCRIMCgR0b29sGAIgASgJEhMKC2tlcHRfZGlnZXN0GAMgASgJEhcKD2tlcHRfZGVmaW5pdGlvbhgEIAEoCRISCgpuZXdfZGlnZXN0GAUgASgJEhYKDm5ld19kZWZpbml0aW9uGAYgASgJIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJIqACCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqYBCg9FeGVjdXRpb25Qb2xpY3kSIAoDZW52GAEgASgLMhMudG9vbHBkcC52MS5FbnZTcGVjEgsKA2N3ZBgCIAEoCRIoCgpyZWFkX3BhdGhzGAMgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgEIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgFIAEoCSIZCghQYXRoTGlzdBINCgVwYXRocxgBIAMoCSJFCgdFbnZTcGVjEgwKBG1vZGUYASABKAkSDQoFbmFtZXMYAiADKAkSHQoVaW5jbHVkZV9zYWZlX2Vudl92YXJzGAMgASgIIpQBCg5Db25maXJtUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIOCgZyZXN1bHQYAiABKAkSFAoMZGVueV9tZXNzYWdlGAMgASgJEhAKCHJlbWVtYmVyGAQgASgIEg8KB2NhbGxfaWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSEgoKc2Vzc2lvbl9pZBgHIAEoCSJYCg9Db25maXJtUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEgwKBGhhbHQYAiABKAgSDwoHbWVzc2FnZRgDIAEoCSKCAQoTUmVwb3J0UmVzdWx0UmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIQCghpc19lcnJvchgCIAEoCBINCgVlcnJvchgDIAEoCRIPCgdjYWxsX2lkGAQgASgJEhAKCGFnZW50X2lkGAUgASgJEhIKCnNlc3Npb25faWQYBiABKAkiJAoUUmVwb3J0UmVzdWx0UmVzcG9uc2USDAoEaGFsdBgBIAEoCCI5ChFFbmRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIiMKEkVuZFNlc3Npb25SZXNwb25zZRINCgVmb3VuZBgBIAEoCCIPCg1TdGF0dXNSZXF1ZXN0Iq4BCg5TdGF0dXNSZXNwb25zZRIXCg9wb2xpY3lfcmV2aXNpb24YASABKAkSKQoHYnVuZGxlcxgCIAMoCzIYLnRvb2xwZHAudjEuQnVuZGxlU3RhdHVzEhIKCmxhc3RfZXJyb3IYAyABKAkSGQoRbG9hZGVkX3VuaXhfbmFub3MYBCABKAMSKQoHc291cmNlcxgFIAMoCzIYLnRvb2xwZHAudjEuU291cmNlU3RhdHVzInAKDFNvdXJjZVN0YXR1cxIMCgRuYW1lGAEgASgJEg4KBnJlbW90ZRgCIAEoCBISCgpsYXN0X2Vycm9yGAMgASgJEh8KF2xhc3Rfc3VjY2Vzc191bml4X25hbm9zGAQgASgDEg0KBXN0YWxlGAUgASgIIi4KDEJ1bmRsZVN0YXR1cxIMCgRuYW1lGAEgASgJEhAKCHJldmlzaW9uGAIgASgJInkKEkxpc3RQZW5kaW5nUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIOCgZyZXZlYWwYBCABKAgSGgoSbWF4X2FyZ3VtZW50X2J5dGVzGAUgASgFIlQKE0xpc3RQZW5kaW5nUmVzcG9uc2USJAoEYXNrcxgBIAMoCzIWLnRvb2xwZHAudjEuUGVuZGluZ0FzaxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki/gMKClBlbmRpbmdBc2sSEwoLZGVjaXNpb25faWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSDwoHbWVzc2FnZRgFIAEoCRIaChJjcmVhdGVkX3VuaXhfbmFub3MYBiABKAMSDwoHY2FsbF9pZBgHIAEoCRIOCgZzZXJ2ZXIYCCABKAkSIwoHcmVhc29ucxgJIAMoCzISLnRvb2xwZHAudjEuUmVhc29uEhEKCWFyZ3VtZW50cxgKIAEoCRIXCg9hcmd1bWVudHNfYnl0ZXMYCyABKAMSGwoTYXJndW1lbnRzX3RydW5jYXRlZBgMIAEoCBIsCgNlbnYYDSADKAsyHy50b29scGRwLnYxLlBlbmRpbmdBc2suRW52RW50cnkSGAoQZXhlY3V0aW9uX3BvbGljeRgOIAEoCRIPCgdzZWNyZXRzGA8gAygJEhAKCHJldmVhbGVkGBAgASgIEhIKCmFnZV9taWxsaXMYESABKAMSOwoRZGVmaW5pdGlvbl9jaGFuZ2UYFCABKAsyIC50b29scGRwLnYxLlRvb2xEZWZpbml0aW9uQ2hhbmdlGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEieAoUQXdhaXREZWNpc2lvblJlcXVlc3QSEwoLZGVjaXNpb25faWQYASABKAkSDwoHY2FsbF9pZBgCIAEoCRIQCghhZ2VudF9pZBgDIAEoCRISCgpzZXNzaW9uX2lkGAQgASgJEhQKDHdhaXRfc2Vjb25kcxgFIAEoBSLCAQoVQXdhaXREZWNpc2lvblJlc3BvbnNlEiMKBXN0YXRlGAEgASgOMhQudG9vbHBkcC52MS5Bc2tTdGF0ZRImCghkZWNpc2lvbhgCIAEoDjIULnRvb2xwZHAudjEuRGVjaXNpb24SDwoHbWVzc2FnZRgDIAEoCRIoCglleGVjdXRpb24YBCABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAUgASgIEhMKC2RlY2lzaW9uX2lkGAYgASgJIjsKB1Rvb2xSZWYSDAoEbmFtZRgBIAEoCRIOCgZzZXJ2ZXIYAiABKAkSEgoKZGVmaW5pdGlvbhgDIAEoCSJeChJGaWx0ZXJUb29sc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIiCgV0b29scxgDIAMoCzITLnRvb2xwZHAudjEuVG9vbFJlZiKUAQoTRmlsdGVyVG9vbHNSZXNwb25zZRIkCgd2aXNpYmxlGAEgAygLMhMudG9vbHBkcC52MS5Ub29sUmVmEiYKBmhpZGRlbhgCIAMoCzIWLnRvb2xwZHAudjEuSGlkZGVuVG9vbBIXCg9hc2tzX3ZpYV9jbGllbnQYAyABKAgSFgoOYWxsb3dfc2FtcGxpbmcYBCABKAgiPwoKSGlkZGVuVG9vbBIhCgR0b29sGAEgASgLMhMudG9vbHBkcC52MS5Ub29sUmVmEg4KBnJlYXNvbhgCIAEoCSpJCghDYXRlZ29yeRIYChRDQVRFR09SWV9VTlNQRUNJRklFRBAAEhEKDUNBVEVHT1JZX1NBRkUQARIQCgxDQVRFR09SWV9BU0sQAipdCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACEhAKDERFQ0lTSU9OX0FTSxADKmsKCEFza1N0YXRlEhkKFUFTS19TVEFURV9VTlNQRUNJRklFRBAAEhUKEUFTS19TVEFURV9QRU5ESU5HEAESFgoSQVNLX1NUQVRFX0FOU1dFUkVEEAISFQoRQVNLX1NUQVRFX0VYUElSRUQQAzLtBAoPRGVjaXNpb25TZXJ2aWNlEj8KBkRlY2lkZRIZLnRvb2xwZHAudjEuRGVjaWRlUmVxdWVzdBoaLnRvb2xwZHAudjEuRGVjaWRlUmVzcG9uc2USQgoHQ29uZmlybRIaLnRvb2xwZHAudjEuQ29uZmlybVJlcXVlc3QaGy50b29scGRwLnYxLkNvbmZpcm1SZXNwb25zZRJRCgxSZXBvcnRSZXN1bHQSHy50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlcXVlc3QaIC50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlc3BvbnNlEksKCkVuZFNlc3Npb24SHS50b29scGRwLnYxLkVuZFNlc3Npb25SZXF1ZXN0Gh4udG9vbHBkcC52MS5FbmRTZXNzaW9uUmVzcG9uc2USPwoGU3RhdHVzEhkudG9vbHBkcC52MS5TdGF0dXNSZXF1ZXN0GhoudG9vbHBkcC52MS5TdGF0dXNSZXNwb25zZRJOCgtMaXN0UGVuZGluZxIeLnRvb2xwZHAudjEuTGlzdFBlbmRpbmdSZXF1ZXN0Gh8udG9vbHBkcC52MS5MaXN0UGVuZGluZ1Jlc3BvbnNlElQKDUF3YWl0RGVjaXNpb24SIC50b29scGRwLnYxLkF3YWl0RGVjaXNpb25SZXF1ZXN0GiEudG9vbHBkcC52MS5Bd2FpdERlY2lzaW9uUmVzcG9uc2USTgoLRmlsdGVyVG9vbHMSHi50b29scGRwLnYxLkZpbHRlclRvb2xzUmVxdWVzdBofLnRvb2xwZHAudjEuRmlsdGVyVG9vbHNSZXNwb25zZUI3WjVnaXRodWIuY29tL3Rvb2xwZHAvdG9vbHBkcC9wcm90by90b29scGRwL3YxO3Rvb2xwZHB2MWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEi5QIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkSFwoPdG9vbF9kZWZpbml0aW9uGBQgASgJGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEikQIKDkRlY2lkZVJlc3BvbnNlEiYKCGRlY2lzaW9uGAEgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAIgASgJEhMKC2RlY2lzaW9uX2lkGAMgASgJEhcKD3BvbGljeV9yZXZpc2lvbhgEIAEoCRIjCgdyZWFzb25zGAUgAygLMhIudG9vbHBkcC52MS5SZWFzb24SKAoJZXhlY3V0aW9uGAYgASgLMhUudG9vbHBkcC52MS5FeGVjdXRpb24SDAoEaGFsdBgHIAEoCBI7ChFkZWZpbml0aW9uX2NoYW5nZRgUIAEoCzIgLnRvb2xwZHAudjEuVG9vbERlZmluaXRpb25DaGFuZ2UijgEKFFRvb2xEZWZpbml0aW9uQ2hhbmdlEg4KBnNlcnZlchgBIAEoCRIMCgR0b29sGAIgASgJEhMKC2tlcHRfZGlnZXN0GAMgASgJEhcKD2tlcHRfZGVmaW5pdGlvbhgEIAEoCRISCgpuZXdfZGlnZXN0GAUgASgJEhYKDm5ld19kZWZpbml0aW9uGAYgASgJIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJIqACCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqYBCg9FeGVjdXRpb25Qb2xpY3kSIAoDZW52GAEgASgLMhMudG9vbHBkcC52MS5FbnZTcGVjEgsKA2N3ZBgCIAEoCRIoCgpyZWFkX3BhdGhzGAMgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgEIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgFIAEoCSIZCghQYXRoTGlzdBINCgVwYXRocxgBIAMoCSJFCgdFbnZTcGVjEgwKBG1vZGUYASABKAkSDQoFbmFtZXMYAiADKAkSHQoVaW5jbHVkZV9zYWZlX2Vudl92YXJzGAMgASgIIpQBCg5Db25maXJtUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIOCgZyZXN1bHQYAiABKAkSFAoMZGVueV9tZXNzYWdlGAMgASgJEhAKCHJlbWVtYmVyGAQgASgIEg8KB2NhbGxfaWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSEgoKc2Vzc2lvbl9pZBgHIAEoCSJYCg9Db25maXJtUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEgwKBGhhbHQYAiABKAgSDwoHbWVzc2FnZRgDIAEoCSKCAQoTUmVwb3J0UmVzdWx0UmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIQCghpc19lcnJvchgCIAEoCBINCgVlcnJvchgDIAEoCRIPCgdjYWxsX2lkGAQgASgJEhAKCGFnZW50X2lkGAUgASgJEhIKCnNlc3Npb25faWQYBiABKAkiJAoUUmVwb3J0UmVzdWx0UmVzcG9uc2USDAoEaGFsdBgBIAEoCCI5ChFFbmRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIiMKEkVuZFNlc3Npb25SZXNwb25zZRINCgVmb3VuZBgBIAEoCCIPCg1TdGF0dXNSZXF1ZXN0ItYBCg5TdGF0dXNSZXNwb25zZRIXCg9wb2xpY3lfcmV2aXNpb24YASABKAkSKQoHYnVuZGxlcxgCIAMoCzIYLnRvb2xwZHAudjEuQnVuZGxlU3RhdHVzEhIKCmxhc3RfZXJyb3IYAyABKAkSGQoRbG9hZGVkX3VuaXhfbmFub3MYBCABKAMSKQoHc291cmNlcxgFIAMoCzIYLnRvb2xwZHAudjEuU291cmNlU3RhdHVzEiYKBXN0YXRlGAYgASgLMhcudG9vbHBkcC52MS5TdGF0ZVN0YXR1cyI4CgtTdGF0ZVN0YXR1cxIKCgJ1cBgBIAEoCBIMCgRsb3N0GAIgASgIEg8KB21lc3NhZ2UYAyABKAkiGQoXQWNjZXB0U3RhdGVSZXNldFJlcXVlc3QiTwoYQWNjZXB0U3RhdGVSZXNldFJlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgIEhIKCmxvc3RfZXBvY2gYAiABKAkSDQoFZXBvY2gYAyABKAkicAoMU291cmNlU3RhdHVzEgwKBG5hbWUYASABKAkSDgoGcmVtb3RlGAIgASgIEhIKCmxhc3RfZXJyb3IYAyABKAkSHwoXbGFzdF9zdWNjZXNzX3VuaXhfbmFub3MYBCABKAMSDQoFc3RhbGUYBSABKAgiLgoMQnVuZGxlU3RhdHVzEgwKBG5hbWUYASABKAkSEAoIcmV2aXNpb24YAiABKAkieQoSTGlzdFBlbmRpbmdSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEg4KBnJldmVhbBgEIAEoCBIaChJtYXhfYXJndW1lbnRfYnl0ZXMYBSABKAUiVAoTTGlzdFBlbmRpbmdSZXNwb25zZRIkCgRhc2tzGAEgAygLMhYudG9vbHBkcC52MS5QZW5kaW5nQXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSL+AwoKUGVuZGluZ0FzaxITCgtkZWNpc2lvbl9pZBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEhEKCXRvb2xfbmFtZRgEIAEoCRIPCgdtZXNzYWdlGAUgASgJEhoKEmNyZWF0ZWRfdW5peF9uYW5vcxgGIAEoAxIPCgdjYWxsX2lkGAcgASgJEg4KBnNlcnZlchgIIAEoCRIjCgdyZWFzb25zGAkgAygLMhIudG9vbHBkcC52MS5SZWFzb24SEQoJYXJndW1lbnRzGAogASgJEhcKD2FyZ3VtZW50c19ieXRlcxgLIAEoAxIbChNhcmd1bWVudHNfdHJ1bmNhdGVkGAwgASgIEiwKA2VudhgNIAMoCzIfLnRvb2xwZHAudjEuUGVuZGluZ0Fzay5FbnZFbnRyeRIYChBleGVjdXRpb25fcG9saWN5GA4gASgJEg8KB3NlY3JldHMYDyADKAkSEAoIcmV2ZWFsZWQYECABKAgSEgoKYWdlX21pbGxpcxgRIAEoAxI7ChFkZWZpbml0aW9uX2NoYW5nZRgUIAEoCzIgLnRvb2xwZHAudjEuVG9vbERlZmluaXRpb25DaGFuZ2UaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ4ChRBd2FpdERlY2lzaW9uUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIPCgdjYWxsX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEhIKCnNlc3Npb25faWQYBCABKAkSFAoMd2FpdF9zZWNvbmRzGAUgASgFIsIBChVBd2FpdERlY2lzaW9uUmVzcG9uc2USIwoFc3RhdGUYASABKA4yFC50b29scGRwLnYxLkFza1N0YXRlEiYKCGRlY2lzaW9uGAIgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAMgASgJEigKCWV4ZWN1dGlvbhgEIAEoCzIVLnRvb2xwZHAudjEuRXhlY3V0aW9uEgwKBGhhbHQYBSABKAgSEwoLZGVjaXNpb25faWQYBiABKAkiOwoHVG9vbFJlZhIMCgRuYW1lGAEgASgJEg4KBnNlcnZlchgCIAEoCRISCgpkZWZpbml0aW9uGAMgASgJIl4KEkZpbHRlclRvb2xzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEiIKBXRvb2xzGAMgAygLMhMudG9vbHBkcC52MS5Ub29sUmVmIpQBChNGaWx0ZXJUb29sc1Jlc3BvbnNlEiQKB3Zpc2libGUYASADKAsyEy50b29scGRwLnYxLlRvb2xSZWYSJgoGaGlkZGVuGAIgAygLMhYudG9vbHBkcC52MS5IaWRkZW5Ub29sEhcKD2Fza3NfdmlhX2NsaWVudBgDIAEoCBIWCg5hbGxvd19zYW1wbGluZxgEIAEoCCI/CgpIaWRkZW5Ub29sEiEKBHRvb2wYASABKAsyEy50b29scGRwLnYxLlRvb2xSZWYSDgoGcmVhc29uGAIgASgJKkkKCENhdGVnb3J5EhgKFENBVEVHT1JZX1VOU1BFQ0lGSUVEEAASEQoNQ0FURUdPUllfU0FGRRABEhAKDENBVEVHT1JZX0FTSxACKl0KCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASEgoOREVDSVNJT05fQUxMT1cQARIRCg1ERUNJU0lPTl9ERU5ZEAISEAoMREVDSVNJT05fQVNLEAMqawoIQXNrU3RhdGUSGQoVQVNLX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRQVNLX1NUQVRFX1BFTkRJTkcQARIWChJBU0tfU1RBVEVfQU5TV0VSRUQQAhIVChFBU0tfU1RBVEVfRVhQSVJFRBADMswFCg9EZWNpc2lvblNlcnZpY2USPwoGRGVjaWRlEhkudG9vbHBkcC52MS5EZWNpZGVSZXF1ZXN0GhoudG9vbHBkcC52MS5EZWNpZGVSZXNwb25zZRJCCgdDb25maXJtEhoudG9vbHBkcC52MS5Db25maXJtUmVxdWVzdBobLnRvb2xwZHAudjEuQ29uZmlybVJlc3BvbnNlElEKDFJlcG9ydFJlc3VsdBIfLnRvb2xwZHAudjEuUmVwb3J0UmVzdWx0UmVxdWVzdBogLnRvb2xwZHAudjEuUmVwb3J0UmVzdWx0UmVzcG9uc2USSwoKRW5kU2Vzc2lvbhIdLnRvb2xwZHAudjEuRW5kU2Vzc2lvblJlcXVlc3QaHi50b29scGRwLnYxLkVuZFNlc3Npb25SZXNwb25zZRI/CgZTdGF0dXMSGS50b29scGRwLnYxLlN0YXR1c1JlcXVlc3QaGi50b29scGRwLnYxLlN0YXR1c1Jlc3BvbnNlEk4KC0xpc3RQZW5kaW5nEh4udG9vbHBkcC52MS5MaXN0UGVuZGluZ1JlcXVlc3QaHy50b29scGRwLnYxLkxpc3RQZW5kaW5nUmVzcG9uc2USVAoNQXdhaXREZWNpc2lvbhIgLnRvb2xwZHAudjEuQXdhaXREZWNpc2lvblJlcXVlc3QaIS50b29scGRwLnYxLkF3YWl0RGVjaXNpb25SZXNwb25zZRJOCgtGaWx0ZXJUb29scxIeLnRvb2xwZHAudjEuRmlsdGVyVG9vbHNSZXF1ZXN0Gh8udG9vbHBkcC52MS5GaWx0ZXJUb29sc1Jlc3BvbnNlEl0KEEFjY2VwdFN0YXRlUmVzZXQSIy50b29scGRwLnYxLkFjY2VwdFN0YXRlUmVzZXRSZXF1ZXN0GiQudG9vbHBkcC52MS5BY2NlcHRTdGF0ZVJlc2V0UmVzcG9uc2VCN1o1Z2l0aHViLmNvbS90b29scGRwL3Rvb2xwZHAvcHJvdG8vdG9vbHBkcC92MTt0b29scGRwdjFiBnByb3RvMw", [file_google_protobuf_struct]);
 
 /**
  * @generated from message toolpdp.v1.DecideRequest
@@ -671,6 +671,13 @@ export type StatusResponse = Message<"toolpdp.v1.StatusResponse"> & {
    * @generated from field: repeated toolpdp.v1.SourceStatus sources = 5;
    */
   sources: SourceStatus[];
+
+  /**
+   * the session state store
+   *
+   * @generated from field: toolpdp.v1.StateStatus state = 6;
+   */
+  state?: StateStatus | undefined;
 };
 
 /**
@@ -679,6 +686,87 @@ export type StatusResponse = Message<"toolpdp.v1.StatusResponse"> & {
  */
 export const StatusResponseSchema: GenMessage<StatusResponse> = /*@__PURE__*/
   messageDesc(file_toolpdp_v1_toolpdp, 15);
+
+/**
+ * StateStatus is the session state store as the server last saw it.
+ *
+ * @generated from message toolpdp.v1.StateStatus
+ */
+export type StateStatus = Message<"toolpdp.v1.StateStatus"> & {
+  /**
+   * it answered the last operation
+   *
+   * @generated from field: bool up = 1;
+   */
+  up: boolean;
+
+  /**
+   * it lost its data and no operator accepted that yet: calls with a session and asks are denied (state_lost)
+   *
+   * @generated from field: bool lost = 2;
+   */
+  lost: boolean;
+
+  /**
+   * why it is lost; "" when it is not
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message toolpdp.v1.StateStatus.
+ * Use `create(StateStatusSchema)` to create a new message.
+ */
+export const StateStatusSchema: GenMessage<StateStatus> = /*@__PURE__*/
+  messageDesc(file_toolpdp_v1_toolpdp, 16);
+
+/**
+ * @generated from message toolpdp.v1.AcceptStateResetRequest
+ */
+export type AcceptStateResetRequest = Message<"toolpdp.v1.AcceptStateResetRequest"> & {
+};
+
+/**
+ * Describes the message toolpdp.v1.AcceptStateResetRequest.
+ * Use `create(AcceptStateResetRequestSchema)` to create a new message.
+ */
+export const AcceptStateResetRequestSchema: GenMessage<AcceptStateResetRequest> = /*@__PURE__*/
+  messageDesc(file_toolpdp_v1_toolpdp, 17);
+
+/**
+ * @generated from message toolpdp.v1.AcceptStateResetResponse
+ */
+export type AcceptStateResetResponse = Message<"toolpdp.v1.AcceptStateResetResponse"> & {
+  /**
+   * a loss was accepted; false: the store had lost nothing
+   *
+   * @generated from field: bool accepted = 1;
+   */
+  accepted: boolean;
+
+  /**
+   * the epoch given up; "" when nothing was lost
+   *
+   * @generated from field: string lost_epoch = 2;
+   */
+  lostEpoch: string;
+
+  /**
+   * the store's epoch in force
+   *
+   * @generated from field: string epoch = 3;
+   */
+  epoch: string;
+};
+
+/**
+ * Describes the message toolpdp.v1.AcceptStateResetResponse.
+ * Use `create(AcceptStateResetResponseSchema)` to create a new message.
+ */
+export const AcceptStateResetResponseSchema: GenMessage<AcceptStateResetResponse> = /*@__PURE__*/
+  messageDesc(file_toolpdp_v1_toolpdp, 18);
 
 /**
  * SourceStatus is one --bundle source as the server last saw it. Names
@@ -726,7 +814,7 @@ export type SourceStatus = Message<"toolpdp.v1.SourceStatus"> & {
  * Use `create(SourceStatusSchema)` to create a new message.
  */
 export const SourceStatusSchema: GenMessage<SourceStatus> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 16);
+  messageDesc(file_toolpdp_v1_toolpdp, 19);
 
 /**
  * @generated from message toolpdp.v1.BundleStatus
@@ -748,7 +836,7 @@ export type BundleStatus = Message<"toolpdp.v1.BundleStatus"> & {
  * Use `create(BundleStatusSchema)` to create a new message.
  */
 export const BundleStatusSchema: GenMessage<BundleStatus> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 17);
+  messageDesc(file_toolpdp_v1_toolpdp, 20);
 
 /**
  * @generated from message toolpdp.v1.ListPendingRequest
@@ -795,7 +883,7 @@ export type ListPendingRequest = Message<"toolpdp.v1.ListPendingRequest"> & {
  * Use `create(ListPendingRequestSchema)` to create a new message.
  */
 export const ListPendingRequestSchema: GenMessage<ListPendingRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 18);
+  messageDesc(file_toolpdp_v1_toolpdp, 21);
 
 /**
  * @generated from message toolpdp.v1.ListPendingResponse
@@ -819,7 +907,7 @@ export type ListPendingResponse = Message<"toolpdp.v1.ListPendingResponse"> & {
  * Use `create(ListPendingResponseSchema)` to create a new message.
  */
 export const ListPendingResponseSchema: GenMessage<ListPendingResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 19);
+  messageDesc(file_toolpdp_v1_toolpdp, 22);
 
 /**
  * PendingAsk is an ask decision no person has answered yet.
@@ -950,7 +1038,7 @@ export type PendingAsk = Message<"toolpdp.v1.PendingAsk"> & {
  * Use `create(PendingAskSchema)` to create a new message.
  */
 export const PendingAskSchema: GenMessage<PendingAsk> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 20);
+  messageDesc(file_toolpdp_v1_toolpdp, 23);
 
 /**
  * AwaitDecisionRequest names the ask by decision_id, or by the call_id its
@@ -992,7 +1080,7 @@ export type AwaitDecisionRequest = Message<"toolpdp.v1.AwaitDecisionRequest"> & 
  * Use `create(AwaitDecisionRequestSchema)` to create a new message.
  */
 export const AwaitDecisionRequestSchema: GenMessage<AwaitDecisionRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 21);
+  messageDesc(file_toolpdp_v1_toolpdp, 24);
 
 /**
  * @generated from message toolpdp.v1.AwaitDecisionResponse
@@ -1040,7 +1128,7 @@ export type AwaitDecisionResponse = Message<"toolpdp.v1.AwaitDecisionResponse"> 
  * Use `create(AwaitDecisionResponseSchema)` to create a new message.
  */
 export const AwaitDecisionResponseSchema: GenMessage<AwaitDecisionResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 22);
+  messageDesc(file_toolpdp_v1_toolpdp, 25);
 
 /**
  * @generated from message toolpdp.v1.ToolRef
@@ -1071,7 +1159,7 @@ export type ToolRef = Message<"toolpdp.v1.ToolRef"> & {
  * Use `create(ToolRefSchema)` to create a new message.
  */
 export const ToolRefSchema: GenMessage<ToolRef> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 23);
+  messageDesc(file_toolpdp_v1_toolpdp, 26);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsRequest
@@ -1098,7 +1186,7 @@ export type FilterToolsRequest = Message<"toolpdp.v1.FilterToolsRequest"> & {
  * Use `create(FilterToolsRequestSchema)` to create a new message.
  */
 export const FilterToolsRequestSchema: GenMessage<FilterToolsRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 24);
+  messageDesc(file_toolpdp_v1_toolpdp, 27);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsResponse
@@ -1134,7 +1222,7 @@ export type FilterToolsResponse = Message<"toolpdp.v1.FilterToolsResponse"> & {
  * Use `create(FilterToolsResponseSchema)` to create a new message.
  */
 export const FilterToolsResponseSchema: GenMessage<FilterToolsResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 25);
+  messageDesc(file_toolpdp_v1_toolpdp, 28);
 
 /**
  * @generated from message toolpdp.v1.HiddenTool
@@ -1156,7 +1244,7 @@ export type HiddenTool = Message<"toolpdp.v1.HiddenTool"> & {
  * Use `create(HiddenToolSchema)` to create a new message.
  */
 export const HiddenToolSchema: GenMessage<HiddenTool> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 26);
+  messageDesc(file_toolpdp_v1_toolpdp, 29);
 
 /**
  * Category is the caller's safety classification of a tool.
@@ -1338,6 +1426,19 @@ export const DecisionService: GenService<{
     methodKind: "unary";
     input: typeof FilterToolsRequestSchema;
     output: typeof FilterToolsResponseSchema;
+  },
+  /**
+   * AcceptStateReset records that an operator accepts that the session
+   * state store lost its data (its epoch vanished or changed): sessions
+   * start afresh, on every replica sharing the store. Served on the
+   * approver's address only, like Confirm.
+   *
+   * @generated from rpc toolpdp.v1.DecisionService.AcceptStateReset
+   */
+  acceptStateReset: {
+    methodKind: "unary";
+    input: typeof AcceptStateResetRequestSchema;
+    output: typeof AcceptStateResetResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_toolpdp_v1_toolpdp, 0);
