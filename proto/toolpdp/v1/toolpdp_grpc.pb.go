@@ -31,6 +31,7 @@ const (
 	DecisionService_ListPending_FullMethodName   = "/toolpdp.v1.DecisionService/ListPending"
 	DecisionService_AwaitDecision_FullMethodName = "/toolpdp.v1.DecisionService/AwaitDecision"
 	DecisionService_FilterTools_FullMethodName   = "/toolpdp.v1.DecisionService/FilterTools"
+	DecisionService_GetExecution_FullMethodName  = "/toolpdp.v1.DecisionService/GetExecution"
 )
 
 // DecisionServiceClient is the client API for DecisionService service.
@@ -60,6 +61,15 @@ type DecisionServiceClient interface {
 	// FilterTools says which of the given tools some call could allow or ask
 	// for this agent, and why each hidden one is hidden.
 	FilterTools(ctx context.Context, in *FilterToolsRequest, opts ...grpc.CallOption) (*FilterToolsResponse, error)
+	// GetExecution hands a confined run the execution of the allow it runs
+	// under, once per decision: only for an allowed shell call whose command
+	// (or argv) is exactly the one decided, in the decision's workspace and
+	// agent, while the session's pin holds and within the server's
+	// --execution-ttl of the decision. Refused otherwise: NOT_FOUND (no such
+	// allow here, or its time is past), FAILED_PRECONDITION (not a shell
+	// call's allow, fetched already, or the pin is gone), PERMISSION_DENIED
+	// (another command, or the newest guardrails deny it now).
+	GetExecution(ctx context.Context, in *GetExecutionRequest, opts ...grpc.CallOption) (*Execution, error)
 }
 
 type decisionServiceClient struct {
@@ -150,6 +160,16 @@ func (c *decisionServiceClient) FilterTools(ctx context.Context, in *FilterTools
 	return out, nil
 }
 
+func (c *decisionServiceClient) GetExecution(ctx context.Context, in *GetExecutionRequest, opts ...grpc.CallOption) (*Execution, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Execution)
+	err := c.cc.Invoke(ctx, DecisionService_GetExecution_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DecisionServiceServer is the server API for DecisionService service.
 // All implementations must embed UnimplementedDecisionServiceServer
 // for forward compatibility.
@@ -177,6 +197,15 @@ type DecisionServiceServer interface {
 	// FilterTools says which of the given tools some call could allow or ask
 	// for this agent, and why each hidden one is hidden.
 	FilterTools(context.Context, *FilterToolsRequest) (*FilterToolsResponse, error)
+	// GetExecution hands a confined run the execution of the allow it runs
+	// under, once per decision: only for an allowed shell call whose command
+	// (or argv) is exactly the one decided, in the decision's workspace and
+	// agent, while the session's pin holds and within the server's
+	// --execution-ttl of the decision. Refused otherwise: NOT_FOUND (no such
+	// allow here, or its time is past), FAILED_PRECONDITION (not a shell
+	// call's allow, fetched already, or the pin is gone), PERMISSION_DENIED
+	// (another command, or the newest guardrails deny it now).
+	GetExecution(context.Context, *GetExecutionRequest) (*Execution, error)
 	mustEmbedUnimplementedDecisionServiceServer()
 }
 
@@ -210,6 +239,9 @@ func (UnimplementedDecisionServiceServer) AwaitDecision(context.Context, *AwaitD
 }
 func (UnimplementedDecisionServiceServer) FilterTools(context.Context, *FilterToolsRequest) (*FilterToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FilterTools not implemented")
+}
+func (UnimplementedDecisionServiceServer) GetExecution(context.Context, *GetExecutionRequest) (*Execution, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetExecution not implemented")
 }
 func (UnimplementedDecisionServiceServer) mustEmbedUnimplementedDecisionServiceServer() {}
 func (UnimplementedDecisionServiceServer) testEmbeddedByValue()                         {}
@@ -376,6 +408,24 @@ func _DecisionService_FilterTools_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DecisionService_GetExecution_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetExecutionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DecisionServiceServer).GetExecution(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DecisionService_GetExecution_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DecisionServiceServer).GetExecution(ctx, req.(*GetExecutionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DecisionService_ServiceDesc is the grpc.ServiceDesc for DecisionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -414,6 +464,10 @@ var DecisionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FilterTools",
 			Handler:    _DecisionService_FilterTools_Handler,
+		},
+		{
+			MethodName: "GetExecution",
+			Handler:    _DecisionService_GetExecution_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

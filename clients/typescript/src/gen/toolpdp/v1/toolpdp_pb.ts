@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolpdp/v1/toolpdp.proto.
  */
 export const file_toolpdp_v1_toolpdp: GenFile = /*@__PURE__*/
-  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEizAIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLUAQoORGVjaWRlUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEg8KB21lc3NhZ2UYAiABKAkSEwoLZGVjaXNpb25faWQYAyABKAkSFwoPcG9saWN5X3JldmlzaW9uGAQgASgJEiMKB3JlYXNvbnMYBSADKAsyEi50b29scGRwLnYxLlJlYXNvbhIoCglleGVjdXRpb24YBiABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAcgASgIIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJIqACCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqYBCg9FeGVjdXRpb25Qb2xpY3kSIAoDZW52GAEgASgLMhMudG9vbHBkcC52MS5FbnZTcGVjEgsKA2N3ZBgCIAEoCRIoCgpyZWFkX3BhdGhzGAMgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgEIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgFIAEoCSIZCghQYXRoTGlzdBINCgVwYXRocxgBIAMoCSJFCgdFbnZTcGVjEgwKBG1vZGUYASABKAkSDQoFbmFtZXMYAiADKAkSHQoVaW5jbHVkZV9zYWZlX2Vudl92YXJzGAMgASgIIpQBCg5Db25maXJtUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIOCgZyZXN1bHQYAiABKAkSFAoMZGVueV9tZXNzYWdlGAMgASgJEhAKCHJlbWVtYmVyGAQgASgIEg8KB2NhbGxfaWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSEgoKc2Vzc2lvbl9pZBgHIAEoCSJYCg9Db25maXJtUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEgwKBGhhbHQYAiABKAgSDwoHbWVzc2FnZRgDIAEoCSKCAQoTUmVwb3J0UmVzdWx0UmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIQCghpc19lcnJvchgCIAEoCBINCgVlcnJvchgDIAEoCRIPCgdjYWxsX2lkGAQgASgJEhAKCGFnZW50X2lkGAUgASgJEhIKCnNlc3Npb25faWQYBiABKAkiJAoUUmVwb3J0UmVzdWx0UmVzcG9uc2USDAoEaGFsdBgBIAEoCCI5ChFFbmRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIiMKEkVuZFNlc3Npb25SZXNwb25zZRINCgVmb3VuZBgBIAEoCCIPCg1TdGF0dXNSZXF1ZXN0Iq4BCg5TdGF0dXNSZXNwb25zZRIXCg9wb2xpY3lfcmV2aXNpb24YASABKAkSKQoHYnVuZGxlcxgCIAMoCzIYLnRvb2xwZHAudjEuQnVuZGxlU3RhdHVzEhIKCmxhc3RfZXJyb3IYAyABKAkSGQoRbG9hZGVkX3VuaXhfbmFub3MYBCABKAMSKQoHc291cmNlcxgFIAMoCzIYLnRvb2xwZHAudjEuU291cmNlU3RhdHVzInAKDFNvdXJjZVN0YXR1cxIMCgRuYW1lGAEgASgJEg4KBnJlbW90ZRgCIAEoCBISCgpsYXN0X2Vycm9yGAMgASgJEh8KF2xhc3Rfc3VjY2Vzc191bml4X25hbm9zGAQgASgDEg0KBXN0YWxlGAUgASgIIi4KDEJ1bmRsZVN0YXR1cxIMCgRuYW1lGAEgASgJEhAKCHJldmlzaW9uGAIgASgJInkKEkxpc3RQZW5kaW5nUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIOCgZyZXZlYWwYBCABKAgSGgoSbWF4X2FyZ3VtZW50X2J5dGVzGAUgASgFIlQKE0xpc3RQZW5kaW5nUmVzcG9uc2USJAoEYXNrcxgBIAMoCzIWLnRvb2xwZHAudjEuUGVuZGluZ0FzaxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiwQMKClBlbmRpbmdBc2sSEwoLZGVjaXNpb25faWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSDwoHbWVzc2FnZRgFIAEoCRIaChJjcmVhdGVkX3VuaXhfbmFub3MYBiABKAMSDwoHY2FsbF9pZBgHIAEoCRIOCgZzZXJ2ZXIYCCABKAkSIwoHcmVhc29ucxgJIAMoCzISLnRvb2xwZHAudjEuUmVhc29uEhEKCWFyZ3VtZW50cxgKIAEoCRIXCg9hcmd1bWVudHNfYnl0ZXMYCyABKAMSGwoTYXJndW1lbnRzX3RydW5jYXRlZBgMIAEoCBIsCgNlbnYYDSADKAsyHy50b29scGRwLnYxLlBlbmRpbmdBc2suRW52RW50cnkSGAoQZXhlY3V0aW9uX3BvbGljeRgOIAEoCRIPCgdzZWNyZXRzGA8gAygJEhAKCHJldmVhbGVkGBAgASgIEhIKCmFnZV9taWxsaXMYESABKAMaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ4ChRBd2FpdERlY2lzaW9uUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIPCgdjYWxsX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEhIKCnNlc3Npb25faWQYBCABKAkSFAoMd2FpdF9zZWNvbmRzGAUgASgFIsIBChVBd2FpdERlY2lzaW9uUmVzcG9uc2USIwoFc3RhdGUYASABKA4yFC50b29scGRwLnYxLkFza1N0YXRlEiYKCGRlY2lzaW9uGAIgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAMgASgJEigKCWV4ZWN1dGlvbhgEIAEoCzIVLnRvb2xwZHAudjEuRXhlY3V0aW9uEgwKBGhhbHQYBSABKAgSEwoLZGVjaXNpb25faWQYBiABKAkiJwoHVG9vbFJlZhIMCgRuYW1lGAEgASgJEg4KBnNlcnZlchgCIAEoCSJeChJGaWx0ZXJUb29sc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIiCgV0b29scxgDIAMoCzITLnRvb2xwZHAudjEuVG9vbFJlZiKUAQoTRmlsdGVyVG9vbHNSZXNwb25zZRIkCgd2aXNpYmxlGAEgAygLMhMudG9vbHBkcC52MS5Ub29sUmVmEiYKBmhpZGRlbhgCIAMoCzIWLnRvb2xwZHAudjEuSGlkZGVuVG9vbBIXCg9hc2tzX3ZpYV9jbGllbnQYAyABKAgSFgoOYWxsb3dfc2FtcGxpbmcYBCABKAgiPwoKSGlkZGVuVG9vbBIhCgR0b29sGAEgASgLMhMudG9vbHBkcC52MS5Ub29sUmVmEg4KBnJlYXNvbhgCIAEoCSpJCghDYXRlZ29yeRIYChRDQVRFR09SWV9VTlNQRUNJRklFRBAAEhEKDUNBVEVHT1JZX1NBRkUQARIQCgxDQVRFR09SWV9BU0sQAipdCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACEhAKDERFQ0lTSU9OX0FTSxADKmsKCEFza1N0YXRlEhkKFUFTS19TVEFURV9VTlNQRUNJRklFRBAAEhUKEUFTS19TVEFURV9QRU5ESU5HEAESFgoSQVNLX1NUQVRFX0FOU1dFUkVEEAISFQoRQVNLX1NUQVRFX0VYUElSRUQQAzLtBAoPRGVjaXNpb25TZXJ2aWNlEj8KBkRlY2lkZRIZLnRvb2xwZHAudjEuRGVjaWRlUmVxdWVzdBoaLnRvb2xwZHAudjEuRGVjaWRlUmVzcG9uc2USQgoHQ29uZmlybRIaLnRvb2xwZHAudjEuQ29uZmlybVJlcXVlc3QaGy50b29scGRwLnYxLkNvbmZpcm1SZXNwb25zZRJRCgxSZXBvcnRSZXN1bHQSHy50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlcXVlc3QaIC50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlc3BvbnNlEksKCkVuZFNlc3Npb24SHS50b29scGRwLnYxLkVuZFNlc3Npb25SZXF1ZXN0Gh4udG9vbHBkcC52MS5FbmRTZXNzaW9uUmVzcG9uc2USPwoGU3RhdHVzEhkudG9vbHBkcC52MS5TdGF0dXNSZXF1ZXN0GhoudG9vbHBkcC52MS5TdGF0dXNSZXNwb25zZRJOCgtMaXN0UGVuZGluZxIeLnRvb2xwZHAudjEuTGlzdFBlbmRpbmdSZXF1ZXN0Gh8udG9vbHBkcC52MS5MaXN0UGVuZGluZ1Jlc3BvbnNlElQKDUF3YWl0RGVjaXNpb24SIC50b29scGRwLnYxLkF3YWl0RGVjaXNpb25SZXF1ZXN0GiEudG9vbHBkcC52MS5Bd2FpdERlY2lzaW9uUmVzcG9uc2USTgoLRmlsdGVyVG9vbHMSHi50b29scGRwLnYxLkZpbHRlclRvb2xzUmVxdWVzdBofLnRvb2xwZHAudjEuRmlsdGVyVG9vbHNSZXNwb25zZUI3WjVnaXRodWIuY29tL3Rvb2xwZHAvdG9vbHBkcC9wcm90by90b29scGRwL3YxO3Rvb2xwZHB2MWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEi3gIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkSEAoIY29uZmluZWQYCiABKAgaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLUAQoORGVjaWRlUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEg8KB21lc3NhZ2UYAiABKAkSEwoLZGVjaXNpb25faWQYAyABKAkSFwoPcG9saWN5X3JldmlzaW9uGAQgASgJEiMKB3JlYXNvbnMYBSADKAsyEi50b29scGRwLnYxLlJlYXNvbhIoCglleGVjdXRpb24YBiABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAcgASgIIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJIr4CCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRIcChRjb25maW5lbWVudF9yZXF1aXJlZBgKIAEoCBoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkkKE0dldEV4ZWN1dGlvblJlcXVlc3QSEwoLZGVjaXNpb25faWQYASABKAkSDwoHY29tbWFuZBgCIAEoCRIMCgRhcmd2GAMgAygJIqYBCg9FeGVjdXRpb25Qb2xpY3kSIAoDZW52GAEgASgLMhMudG9vbHBkcC52MS5FbnZTcGVjEgsKA2N3ZBgCIAEoCRIoCgpyZWFkX3BhdGhzGAMgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgEIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgFIAEoCSIZCghQYXRoTGlzdBINCgVwYXRocxgBIAMoCSJFCgdFbnZTcGVjEgwKBG1vZGUYASABKAkSDQoFbmFtZXMYAiADKAkSHQoVaW5jbHVkZV9zYWZlX2Vudl92YXJzGAMgASgIIpQBCg5Db25maXJtUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIOCgZyZXN1bHQYAiABKAkSFAoMZGVueV9tZXNzYWdlGAMgASgJEhAKCHJlbWVtYmVyGAQgASgIEg8KB2NhbGxfaWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSEgoKc2Vzc2lvbl9pZBgHIAEoCSJYCg9Db25maXJtUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEgwKBGhhbHQYAiABKAgSDwoHbWVzc2FnZRgDIAEoCSKCAQoTUmVwb3J0UmVzdWx0UmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIQCghpc19lcnJvchgCIAEoCBINCgVlcnJvchgDIAEoCRIPCgdjYWxsX2lkGAQgASgJEhAKCGFnZW50X2lkGAUgASgJEhIKCnNlc3Npb25faWQYBiABKAkiJAoUUmVwb3J0UmVzdWx0UmVzcG9uc2USDAoEaGFsdBgBIAEoCCI5ChFFbmRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIiMKEkVuZFNlc3Npb25SZXNwb25zZRINCgVmb3VuZBgBIAEoCCIPCg1TdGF0dXNSZXF1ZXN0Iq4BCg5TdGF0dXNSZXNwb25zZRIXCg9wb2xpY3lfcmV2aXNpb24YASABKAkSKQoHYnVuZGxlcxgCIAMoCzIYLnRvb2xwZHAudjEuQnVuZGxlU3RhdHVzEhIKCmxhc3RfZXJyb3IYAyABKAkSGQoRbG9hZGVkX3VuaXhfbmFub3MYBCABKAMSKQoHc291cmNlcxgFIAMoCzIYLnRvb2xwZHAudjEuU291cmNlU3RhdHVzInAKDFNvdXJjZVN0YXR1cxIMCgRuYW1lGAEgASgJEg4KBnJlbW90ZRgCIAEoCBISCgpsYXN0X2Vycm9yGAMgASgJEh8KF2xhc3Rfc3VjY2Vzc191bml4X25hbm9zGAQgASgDEg0KBXN0YWxlGAUgASgIIi4KDEJ1bmRsZVN0YXR1cxIMCgRuYW1lGAEgASgJEhAKCHJldmlzaW9uGAIgASgJInkKEkxpc3RQZW5kaW5nUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIOCgZyZXZlYWwYBCABKAgSGgoSbWF4X2FyZ3VtZW50X2J5dGVzGAUgASgFIlQKE0xpc3RQZW5kaW5nUmVzcG9uc2USJAoEYXNrcxgBIAMoCzIWLnRvb2xwZHAudjEuUGVuZGluZ0FzaxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiwQMKClBlbmRpbmdBc2sSEwoLZGVjaXNpb25faWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSDwoHbWVzc2FnZRgFIAEoCRIaChJjcmVhdGVkX3VuaXhfbmFub3MYBiABKAMSDwoHY2FsbF9pZBgHIAEoCRIOCgZzZXJ2ZXIYCCABKAkSIwoHcmVhc29ucxgJIAMoCzISLnRvb2xwZHAudjEuUmVhc29uEhEKCWFyZ3VtZW50cxgKIAEoCRIXCg9hcmd1bWVudHNfYnl0ZXMYCyABKAMSGwoTYXJndW1lbnRzX3RydW5jYXRlZBgMIAEoCBIsCgNlbnYYDSADKAsyHy50b29scGRwLnYxLlBlbmRpbmdBc2suRW52RW50cnkSGAoQZXhlY3V0aW9uX3BvbGljeRgOIAEoCRIPCgdzZWNyZXRzGA8gAygJEhAKCHJldmVhbGVkGBAgASgIEhIKCmFnZV9taWxsaXMYESABKAMaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ4ChRBd2FpdERlY2lzaW9uUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIPCgdjYWxsX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEhIKCnNlc3Npb25faWQYBCABKAkSFAoMd2FpdF9zZWNvbmRzGAUgASgFIsIBChVBd2FpdERlY2lzaW9uUmVzcG9uc2USIwoFc3RhdGUYASABKA4yFC50b29scGRwLnYxLkFza1N0YXRlEiYKCGRlY2lzaW9uGAIgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAMgASgJEigKCWV4ZWN1dGlvbhgEIAEoCzIVLnRvb2xwZHAudjEuRXhlY3V0aW9uEgwKBGhhbHQYBSABKAgSEwoLZGVjaXNpb25faWQYBiABKAkiJwoHVG9vbFJlZhIMCgRuYW1lGAEgASgJEg4KBnNlcnZlchgCIAEoCSJeChJGaWx0ZXJUb29sc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIiCgV0b29scxgDIAMoCzITLnRvb2xwZHAudjEuVG9vbFJlZiKUAQoTRmlsdGVyVG9vbHNSZXNwb25zZRIkCgd2aXNpYmxlGAEgAygLMhMudG9vbHBkcC52MS5Ub29sUmVmEiYKBmhpZGRlbhgCIAMoCzIWLnRvb2xwZHAudjEuSGlkZGVuVG9vbBIXCg9hc2tzX3ZpYV9jbGllbnQYAyABKAgSFgoOYWxsb3dfc2FtcGxpbmcYBCABKAgiPwoKSGlkZGVuVG9vbBIhCgR0b29sGAEgASgLMhMudG9vbHBkcC52MS5Ub29sUmVmEg4KBnJlYXNvbhgCIAEoCSpJCghDYXRlZ29yeRIYChRDQVRFR09SWV9VTlNQRUNJRklFRBAAEhEKDUNBVEVHT1JZX1NBRkUQARIQCgxDQVRFR09SWV9BU0sQAipdCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACEhAKDERFQ0lTSU9OX0FTSxADKmsKCEFza1N0YXRlEhkKFUFTS19TVEFURV9VTlNQRUNJRklFRBAAEhUKEUFTS19TVEFURV9QRU5ESU5HEAESFgoSQVNLX1NUQVRFX0FOU1dFUkVEEAISFQoRQVNLX1NUQVRFX0VYUElSRUQQAzK1BQoPRGVjaXNpb25TZXJ2aWNlEj8KBkRlY2lkZRIZLnRvb2xwZHAudjEuRGVjaWRlUmVxdWVzdBoaLnRvb2xwZHAudjEuRGVjaWRlUmVzcG9uc2USQgoHQ29uZmlybRIaLnRvb2xwZHAudjEuQ29uZmlybVJlcXVlc3QaGy50b29scGRwLnYxLkNvbmZpcm1SZXNwb25zZRJRCgxSZXBvcnRSZXN1bHQSHy50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlcXVlc3QaIC50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlc3BvbnNlEksKCkVuZFNlc3Npb24SHS50b29scGRwLnYxLkVuZFNlc3Npb25SZXF1ZXN0Gh4udG9vbHBkcC52MS5FbmRTZXNzaW9uUmVzcG9uc2USPwoGU3RhdHVzEhkudG9vbHBkcC52MS5TdGF0dXNSZXF1ZXN0GhoudG9vbHBkcC52MS5TdGF0dXNSZXNwb25zZRJOCgtMaXN0UGVuZGluZxIeLnRvb2xwZHAudjEuTGlzdFBlbmRpbmdSZXF1ZXN0Gh8udG9vbHBkcC52MS5MaXN0UGVuZGluZ1Jlc3BvbnNlElQKDUF3YWl0RGVjaXNpb24SIC50b29scGRwLnYxLkF3YWl0RGVjaXNpb25SZXF1ZXN0GiEudG9vbHBkcC52MS5Bd2FpdERlY2lzaW9uUmVzcG9uc2USTgoLRmlsdGVyVG9vbHMSHi50b29scGRwLnYxLkZpbHRlclRvb2xzUmVxdWVzdBofLnRvb2xwZHAudjEuRmlsdGVyVG9vbHNSZXNwb25zZRJGCgxHZXRFeGVjdXRpb24SHy50b29scGRwLnYxLkdldEV4ZWN1dGlvblJlcXVlc3QaFS50b29scGRwLnYxLkV4ZWN1dGlvbkI3WjVnaXRodWIuY29tL3Rvb2xwZHAvdG9vbHBkcC9wcm90by90b29scGRwL3YxO3Rvb2xwZHB2MWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * @generated from message toolpdp.v1.DecideRequest
@@ -83,6 +83,14 @@ export type DecideRequest = Message<"toolpdp.v1.DecideRequest"> & {
    * @generated from field: string call_id = 9;
    */
   callId: string;
+
+  /**
+   * The caller will run this call through toolpdp exec (or not at all).
+   * Honoured only as the agent's execution_policy.confinement says.
+   *
+   * @generated from field: bool confined = 10;
+   */
+  confined: boolean;
 };
 
 /**
@@ -249,6 +257,14 @@ export type Execution = Message<"toolpdp.v1.Execution"> & {
    * @generated from field: repeated string unreadable_names = 8;
    */
   unreadableNames: string[];
+
+  /**
+   * The decision relied on the call running confined: a client never runs
+   * it unconfined, and refuses it where confinement is not available.
+   *
+   * @generated from field: bool confinement_required = 10;
+   */
+  confinementRequired: boolean;
 };
 
 /**
@@ -257,6 +273,36 @@ export type Execution = Message<"toolpdp.v1.Execution"> & {
  */
 export const ExecutionSchema: GenMessage<Execution> = /*@__PURE__*/
   messageDesc(file_toolpdp_v1_toolpdp, 3);
+
+/**
+ * GetExecutionRequest names an allow by its decision_id and the command
+ * (or argv) about to run, which must be exactly the one decided.
+ *
+ * @generated from message toolpdp.v1.GetExecutionRequest
+ */
+export type GetExecutionRequest = Message<"toolpdp.v1.GetExecutionRequest"> & {
+  /**
+   * @generated from field: string decision_id = 1;
+   */
+  decisionId: string;
+
+  /**
+   * @generated from field: string command = 2;
+   */
+  command: string;
+
+  /**
+   * @generated from field: repeated string argv = 3;
+   */
+  argv: string[];
+};
+
+/**
+ * Describes the message toolpdp.v1.GetExecutionRequest.
+ * Use `create(GetExecutionRequestSchema)` to create a new message.
+ */
+export const GetExecutionRequestSchema: GenMessage<GetExecutionRequest> = /*@__PURE__*/
+  messageDesc(file_toolpdp_v1_toolpdp, 4);
 
 /**
  * ExecutionPolicy is the environment axis. Each part is enforced only
@@ -298,7 +344,7 @@ export type ExecutionPolicy = Message<"toolpdp.v1.ExecutionPolicy"> & {
  * Use `create(ExecutionPolicySchema)` to create a new message.
  */
 export const ExecutionPolicySchema: GenMessage<ExecutionPolicy> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 4);
+  messageDesc(file_toolpdp_v1_toolpdp, 5);
 
 /**
  * PathList wraps a list so that "absent" (not enforced) and "empty" (nothing
@@ -318,7 +364,7 @@ export type PathList = Message<"toolpdp.v1.PathList"> & {
  * Use `create(PathListSchema)` to create a new message.
  */
 export const PathListSchema: GenMessage<PathList> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 5);
+  messageDesc(file_toolpdp_v1_toolpdp, 6);
 
 /**
  * @generated from message toolpdp.v1.EnvSpec
@@ -347,7 +393,7 @@ export type EnvSpec = Message<"toolpdp.v1.EnvSpec"> & {
  * Use `create(EnvSpecSchema)` to create a new message.
  */
 export const EnvSpecSchema: GenMessage<EnvSpec> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 6);
+  messageDesc(file_toolpdp_v1_toolpdp, 7);
 
 /**
  * ConfirmRequest names the ask by decision_id, or by the call_id its Decide
@@ -409,7 +455,7 @@ export type ConfirmRequest = Message<"toolpdp.v1.ConfirmRequest"> & {
  * Use `create(ConfirmRequestSchema)` to create a new message.
  */
 export const ConfirmRequestSchema: GenMessage<ConfirmRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 7);
+  messageDesc(file_toolpdp_v1_toolpdp, 8);
 
 /**
  * @generated from message toolpdp.v1.ConfirmResponse
@@ -442,7 +488,7 @@ export type ConfirmResponse = Message<"toolpdp.v1.ConfirmResponse"> & {
  * Use `create(ConfirmResponseSchema)` to create a new message.
  */
 export const ConfirmResponseSchema: GenMessage<ConfirmResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 8);
+  messageDesc(file_toolpdp_v1_toolpdp, 9);
 
 /**
  * ReportResultRequest names an allowed call by decision_id, or by call_id
@@ -497,7 +543,7 @@ export type ReportResultRequest = Message<"toolpdp.v1.ReportResultRequest"> & {
  * Use `create(ReportResultRequestSchema)` to create a new message.
  */
 export const ReportResultRequestSchema: GenMessage<ReportResultRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 9);
+  messageDesc(file_toolpdp_v1_toolpdp, 10);
 
 /**
  * @generated from message toolpdp.v1.ReportResultResponse
@@ -516,7 +562,7 @@ export type ReportResultResponse = Message<"toolpdp.v1.ReportResultResponse"> & 
  * Use `create(ReportResultResponseSchema)` to create a new message.
  */
 export const ReportResultResponseSchema: GenMessage<ReportResultResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 10);
+  messageDesc(file_toolpdp_v1_toolpdp, 11);
 
 /**
  * @generated from message toolpdp.v1.EndSessionRequest
@@ -540,7 +586,7 @@ export type EndSessionRequest = Message<"toolpdp.v1.EndSessionRequest"> & {
  * Use `create(EndSessionRequestSchema)` to create a new message.
  */
 export const EndSessionRequestSchema: GenMessage<EndSessionRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 11);
+  messageDesc(file_toolpdp_v1_toolpdp, 12);
 
 /**
  * @generated from message toolpdp.v1.EndSessionResponse
@@ -557,7 +603,7 @@ export type EndSessionResponse = Message<"toolpdp.v1.EndSessionResponse"> & {
  * Use `create(EndSessionResponseSchema)` to create a new message.
  */
 export const EndSessionResponseSchema: GenMessage<EndSessionResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 12);
+  messageDesc(file_toolpdp_v1_toolpdp, 13);
 
 /**
  * @generated from message toolpdp.v1.StatusRequest
@@ -570,7 +616,7 @@ export type StatusRequest = Message<"toolpdp.v1.StatusRequest"> & {
  * Use `create(StatusRequestSchema)` to create a new message.
  */
 export const StatusRequestSchema: GenMessage<StatusRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 13);
+  messageDesc(file_toolpdp_v1_toolpdp, 14);
 
 /**
  * @generated from message toolpdp.v1.StatusResponse
@@ -611,7 +657,7 @@ export type StatusResponse = Message<"toolpdp.v1.StatusResponse"> & {
  * Use `create(StatusResponseSchema)` to create a new message.
  */
 export const StatusResponseSchema: GenMessage<StatusResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 14);
+  messageDesc(file_toolpdp_v1_toolpdp, 15);
 
 /**
  * SourceStatus is one --bundle source as the server last saw it. Names
@@ -659,7 +705,7 @@ export type SourceStatus = Message<"toolpdp.v1.SourceStatus"> & {
  * Use `create(SourceStatusSchema)` to create a new message.
  */
 export const SourceStatusSchema: GenMessage<SourceStatus> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 15);
+  messageDesc(file_toolpdp_v1_toolpdp, 16);
 
 /**
  * @generated from message toolpdp.v1.BundleStatus
@@ -681,7 +727,7 @@ export type BundleStatus = Message<"toolpdp.v1.BundleStatus"> & {
  * Use `create(BundleStatusSchema)` to create a new message.
  */
 export const BundleStatusSchema: GenMessage<BundleStatus> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 16);
+  messageDesc(file_toolpdp_v1_toolpdp, 17);
 
 /**
  * @generated from message toolpdp.v1.ListPendingRequest
@@ -728,7 +774,7 @@ export type ListPendingRequest = Message<"toolpdp.v1.ListPendingRequest"> & {
  * Use `create(ListPendingRequestSchema)` to create a new message.
  */
 export const ListPendingRequestSchema: GenMessage<ListPendingRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 17);
+  messageDesc(file_toolpdp_v1_toolpdp, 18);
 
 /**
  * @generated from message toolpdp.v1.ListPendingResponse
@@ -752,7 +798,7 @@ export type ListPendingResponse = Message<"toolpdp.v1.ListPendingResponse"> & {
  * Use `create(ListPendingResponseSchema)` to create a new message.
  */
 export const ListPendingResponseSchema: GenMessage<ListPendingResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 18);
+  messageDesc(file_toolpdp_v1_toolpdp, 19);
 
 /**
  * PendingAsk is an ask decision no person has answered yet.
@@ -874,7 +920,7 @@ export type PendingAsk = Message<"toolpdp.v1.PendingAsk"> & {
  * Use `create(PendingAskSchema)` to create a new message.
  */
 export const PendingAskSchema: GenMessage<PendingAsk> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 19);
+  messageDesc(file_toolpdp_v1_toolpdp, 20);
 
 /**
  * AwaitDecisionRequest names the ask by decision_id, or by the call_id its
@@ -916,7 +962,7 @@ export type AwaitDecisionRequest = Message<"toolpdp.v1.AwaitDecisionRequest"> & 
  * Use `create(AwaitDecisionRequestSchema)` to create a new message.
  */
 export const AwaitDecisionRequestSchema: GenMessage<AwaitDecisionRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 20);
+  messageDesc(file_toolpdp_v1_toolpdp, 21);
 
 /**
  * @generated from message toolpdp.v1.AwaitDecisionResponse
@@ -964,7 +1010,7 @@ export type AwaitDecisionResponse = Message<"toolpdp.v1.AwaitDecisionResponse"> 
  * Use `create(AwaitDecisionResponseSchema)` to create a new message.
  */
 export const AwaitDecisionResponseSchema: GenMessage<AwaitDecisionResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 21);
+  messageDesc(file_toolpdp_v1_toolpdp, 22);
 
 /**
  * @generated from message toolpdp.v1.ToolRef
@@ -986,7 +1032,7 @@ export type ToolRef = Message<"toolpdp.v1.ToolRef"> & {
  * Use `create(ToolRefSchema)` to create a new message.
  */
 export const ToolRefSchema: GenMessage<ToolRef> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 22);
+  messageDesc(file_toolpdp_v1_toolpdp, 23);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsRequest
@@ -1013,7 +1059,7 @@ export type FilterToolsRequest = Message<"toolpdp.v1.FilterToolsRequest"> & {
  * Use `create(FilterToolsRequestSchema)` to create a new message.
  */
 export const FilterToolsRequestSchema: GenMessage<FilterToolsRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 23);
+  messageDesc(file_toolpdp_v1_toolpdp, 24);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsResponse
@@ -1049,7 +1095,7 @@ export type FilterToolsResponse = Message<"toolpdp.v1.FilterToolsResponse"> & {
  * Use `create(FilterToolsResponseSchema)` to create a new message.
  */
 export const FilterToolsResponseSchema: GenMessage<FilterToolsResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 24);
+  messageDesc(file_toolpdp_v1_toolpdp, 25);
 
 /**
  * @generated from message toolpdp.v1.HiddenTool
@@ -1071,7 +1117,7 @@ export type HiddenTool = Message<"toolpdp.v1.HiddenTool"> & {
  * Use `create(HiddenToolSchema)` to create a new message.
  */
 export const HiddenToolSchema: GenMessage<HiddenTool> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 25);
+  messageDesc(file_toolpdp_v1_toolpdp, 26);
 
 /**
  * Category is the caller's safety classification of a tool.
@@ -1253,6 +1299,23 @@ export const DecisionService: GenService<{
     methodKind: "unary";
     input: typeof FilterToolsRequestSchema;
     output: typeof FilterToolsResponseSchema;
+  },
+  /**
+   * GetExecution hands a confined run the execution of the allow it runs
+   * under, once per decision: only for an allowed shell call whose command
+   * (or argv) is exactly the one decided, in the decision's workspace and
+   * agent, while the session's pin holds and within the server's
+   * --execution-ttl of the decision. Refused otherwise: NOT_FOUND (no such
+   * allow here, or its time is past), FAILED_PRECONDITION (not a shell
+   * call's allow, fetched already, or the pin is gone), PERMISSION_DENIED
+   * (another command, or the newest guardrails deny it now).
+   *
+   * @generated from rpc toolpdp.v1.DecisionService.GetExecution
+   */
+  getExecution: {
+    methodKind: "unary";
+    input: typeof GetExecutionRequestSchema;
+    output: typeof ExecutionSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_toolpdp_v1_toolpdp, 0);
