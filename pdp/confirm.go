@@ -93,6 +93,9 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Confirmation, At: now, Confirm: req, Call: logCall(got), Halt: halt, Remembered: remembered,
 		AnsweredBy: by, Outcome: policy.EffectName(final.Decision), Overruled: overruled(answer, final)})
 	e.tell(AskEvent{Answered: true, Call: *got})
+	if final.Decision == pb.Decision_DECISION_ALLOW {
+		e.holdConfirmed(ctx, &ask, final, now)
+	}
 	resp := &pb.ConfirmResponse{Decision: final.Decision, Halt: halt}
 	if final.Decision != pb.Decision_DECISION_ALLOW {
 		resp.Message = final.Message
