@@ -42,7 +42,7 @@ func startConfinedSidecar(t *testing.T) confinedSidecar {
 		t.Fatal(err)
 	}
 	work := filepath.Join(root, "p")
-	for name, content := range map[string]string{"a.txt": "TODO first\n", ".env": envSecret + "\n", ".git/config": "[core]\n"} {
+	for name, content := range map[string]string{"a.txt": "TODO first\n", "sub/b.txt": "TODO second\n", ".env": envSecret + "\n", ".git/config": "[core]\n"} {
 		p := filepath.Join(work, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -96,10 +96,15 @@ func (s confinedSidecar) decide(t *testing.T, command string, confined bool) *pb
 // a Bash call, with the sidecar's address in its environment.
 func (s confinedSidecar) runShell(t *testing.T, line string) runResult {
 	t.Helper()
+	return s.runShellIn(t, s.work, line)
+}
+
+func (s confinedSidecar) runShellIn(t *testing.T, dir, line string) runResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", line)
-	cmd.Dir = s.work
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "TOOLPDP_ADDR="+s.addr)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -143,6 +148,16 @@ func TestExecDecisionRunsExactlyTheDecidedCommand(t *testing.T) {
 	}
 	if r := run(grep); r.code != 126 || r.stdout != "" {
 		t.Errorf("the execution fetched a second time: exit %d, stdout %q; want 126\n%s", r.code, r.stdout, r.stderr)
+	}
+
+	// It runs where the agent is when that is inside the scopes, else in
+	// the pinned cwd.
+	for dir, want := range map[string]string{filepath.Join(s.work, "sub"): "./b.txt:1:TODO second", t.TempDir(): "./a.txt:1:TODO first"} {
+		again := s.decide(t, grep, true)
+		r := s.runShellIn(t, dir, fmt.Sprintf("'%s' exec --decision %s --command-b64 %s", bin, again.DecisionId, b64(grep)))
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("run from %s: stdout %q, want %q\n%s", dir, r.stdout, want, r.stderr)
+		}
 	}
 }
 

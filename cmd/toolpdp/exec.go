@@ -121,6 +121,9 @@ func execCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	var err error
 	if *decision != "" {
 		spec, err = fetchExecution(ctx, *address, *tokenFile, *timeout, &pb.GetExecutionRequest{DecisionId: *decision, Command: command, Argv: argv})
+		if err == nil {
+			spec.Cwd = agentCwd(spec)
+		}
 	} else {
 		spec, err = readExecution(*execution, stdin)
 	}
@@ -173,6 +176,31 @@ func fetchExecution(ctx context.Context, addr, tokenFile string, timeout time.Du
 		return confine.Spec{}, fmt.Errorf("the sidecar at %s gave no execution for decision %s (%s: %s); nothing was run", addr, req.GetDecisionId(), st.Code(), st.Message())
 	}
 	return specOf(ex)
+}
+
+// agentCwd is where a run under a fetched execution starts: the agent's
+// own working directory (this process's) when it lies inside the scopes,
+// as the agent's shell would have run the command there; else the pinned
+// cwd.
+func agentCwd(spec confine.Spec) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return spec.Cwd
+	}
+	if r, err := filepath.EvalSymlinks(wd); err == nil {
+		wd = r
+	}
+	for _, roots := range []*[]string{spec.WritePaths, spec.ReadPaths} {
+		if roots == nil {
+			continue
+		}
+		for _, root := range *roots {
+			if wd == root || strings.HasPrefix(wd, strings.TrimSuffix(root, "/")+"/") {
+				return wd
+			}
+		}
+	}
+	return spec.Cwd
 }
 
 type eofReader struct{}

@@ -190,3 +190,31 @@ func startConfined(t *testing.T, clk *clock) *grpcapitest.Server {
 	t.Helper()
 	return confinedServer(t, clk)
 }
+
+// A remembered approval's allow has its execution like any other allow,
+// in a session; the fetch is of exactly that call.
+func TestGetExecutionServesARememberedApproval(t *testing.T) {
+	clk := &clock{at: time.Unix(1_800_000_000, 0)}
+	ts := startConfined(t, clk)
+	acme := as(acmeToken)
+	const grep = "grep -rn TODO ."
+	ask := mustDecide(t, ts.Client, acme, bash(t, "s3", grep, false), pb.Decision_DECISION_ASK)
+	if r, err := ts.Client.Confirm(acme, &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "allow", Remember: true}); err != nil || r.Decision != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("Confirm with remember: %v %v", r, err)
+	}
+	again := mustDecide(t, ts.Client, acme, bash(t, "s3", grep, false), pb.Decision_DECISION_ALLOW)
+	if rule := again.Reasons[len(again.Reasons)-1].GetRule(); rule != "remembered_approval" {
+		t.Fatalf("the second call was allowed by %s, want remembered_approval", rule)
+	}
+	// The same call sent confined is another call: not remembered, and
+	// allowed here only because it runs confined.
+	confined := mustDecide(t, ts.Client, acme, bash(t, "s3", grep, true), pb.Decision_DECISION_ALLOW)
+	for _, r := range confined.Reasons {
+		if r.GetRule() == "remembered_approval" {
+			t.Errorf("the confined call took the unconfined call's remembered approval")
+		}
+	}
+	if ex, err := ts.Client.GetExecution(acme, &pb.GetExecutionRequest{DecisionId: again.DecisionId, Command: grep}); err != nil || ex.GetCwd() == "" {
+		t.Errorf("the remembered approval's execution: %v %v", ex, err)
+	}
+}
