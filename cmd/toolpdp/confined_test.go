@@ -178,6 +178,7 @@ func TestHookRunsAllowedBashConfined(t *testing.T) {
 		"grep -rn TODO .",
 		fmt.Sprintf(`$'\x{63}url' -s http://%s/`, l.addr),
 		"cat .[[:alpha:]]nv",
+		fmt.Sprintf(`choom -n 0 -- curl -s http://%s/`, l.addr),
 		"exec 3<.git; echo x > /dev/fd/3/config",
 		fmt.Sprintf(`exec 4<>/dev/tcp/127.0.0.1/%d`, l.port),
 		"echo ls | bash",

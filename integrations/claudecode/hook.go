@@ -122,6 +122,7 @@ func (h handler) preToolUse(ctx context.Context, ev *Event) Result {
 			// exec with the execution of this very decision. (An allow
 			// with no execution has no scopes to be confined to.)
 			out.HookSpecificOutput.UpdatedInput = confinedInput(ev, h.cfg.Exec, resp.GetDecisionId(), command)
+			out.HookSpecificOutput.PermissionDecisionReason += "; it runs confined to the decided scopes (toolpdp exec)"
 		case resp.GetExecution().GetConfinementRequired():
 			out = deny(fmt.Sprintf("toolpdp allowed %s only to run confined, and this machine cannot confine it (%s), so it is denied", ev.ToolName, note))
 		}
