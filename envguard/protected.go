@@ -1124,6 +1124,9 @@ type ProtectedUse struct {
 	What    string // "a redirect writing", "rm writing", "cat reading"
 	Text    string // the statement
 	Certain bool   // the word is a literal that names it
+	// Tree: the name was found only by walking the tree a recursive
+	// program takes (grep -r .), not named by the word itself.
+	Tree bool
 }
 
 // Protect returns r with the protected names for writes (version control,
@@ -1182,13 +1185,15 @@ func (r *Rules) Protected(res *Resolver, a *Analysis, cwd string) []ProtectedUse
 		case !u.below:
 			name, certain, ok = r.reaches(res, set, a, u, cwd, unknownDir)
 		}
+		tree := false
 		if !ok && u.tree {
 			name, ok = treeReaches(ctx, set, u, cwd, vague, a.dotglob)
+			tree = ok
 		}
 		if !ok || u.ownGit && name != "" && protectednames.Key(name) == protectednames.Key(".git") {
 			continue
 		}
-		out = append(out, ProtectedUse{Access: access, Word: clip(u.w.text), Name: name, What: u.what, Text: u.text, Certain: certain})
+		out = append(out, ProtectedUse{Access: access, Word: clip(u.w.text), Name: name, What: u.what, Text: u.text, Certain: certain, Tree: tree})
 	}
 	return out
 }

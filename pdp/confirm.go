@@ -119,6 +119,9 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 		AnsweredBy: by, Outcome: policy.EffectName(final.Decision), Overruled: overruled(answer, final)})
 	e.tell(AskEvent{Answered: true, Call: *got})
 	e.answerSiblings(ctx, ws, by, req, siblings, final, now)
+	if final.Decision == pb.Decision_DECISION_ALLOW {
+		e.holdConfirmed(ctx, &ask, final, now)
+	}
 	resp := &pb.ConfirmResponse{Decision: final.Decision, Halt: halt}
 	if final.Decision != pb.Decision_DECISION_ALLOW {
 		resp.Message = final.Message

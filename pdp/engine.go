@@ -78,6 +78,11 @@ type Config struct {
 	PendingTTL          time.Duration
 	MaxPendingBytes     int64
 	RememberTTL         time.Duration
+	// ExecutionTTL is how long an allowed shell call's execution can be
+	// fetched for its confined run (GetExecution); MaxExecutions bounds
+	// the allows held for it.
+	ExecutionTTL  time.Duration
+	MaxExecutions int
 
 	DecisionLog *decisionlog.Log // nil: decisions are not logged
 
@@ -103,6 +108,7 @@ type Engine struct {
 	memo              *prometheus.CounterVec // decision cache lookups by result
 	memoHit, memoMiss prometheus.Counter
 	asks              askListeners
+	execs             *executions // allows held for GetExecution
 
 	loadMu sync.Mutex // serialises loads; guards onSwap
 	onSwap []func(*policy.Snapshot)
@@ -134,6 +140,7 @@ func New(c Config) (*Engine, error) {
 		log:     c.Logger,
 		cfg:     c,
 		metrics: newMetrics(),
+		execs:   newExecutions(c.MaxExecutions),
 		memo: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolpdp_decision_cache_lookups_total",
 			Help: "Decisions looked up in the per-snapshot decision cache, by result: hit or miss. Uncacheable calls and policies are not counted.",
@@ -147,7 +154,7 @@ func New(c Config) (*Engine, error) {
 			e.log.Error("the session state store cannot be reached: calls with a session and asks are denied until it answers")
 		}
 	})
-	cs := append(append(e.metrics.collectors(), e.memo), e.sources.Collectors()...)
+	cs := append(append(e.metrics.collectors(), e.memo, e.execs.unverified), e.sources.Collectors()...)
 	for _, m := range append(cs, e.state.collectors()...) {
 		if err := c.Registerer.Register(m); err != nil {
 			return nil, err
@@ -172,6 +179,8 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.SessionIdle, DefaultSessionIdle)
 	orDefault(&c.PendingTTL, DefaultPendingTTL)
 	orDefault(&c.RememberTTL, DefaultRememberTTL)
+	orDefault(&c.ExecutionTTL, DefaultExecutionTTL)
+	orDefault(&c.MaxExecutions, DefaultMaxExecutions)
 	orDefault(&c.TestTimeout, DefaultTestTimeout)
 	orDefault(&c.Debounce, DefaultDebounce)
 	orDefault(&c.Poll, DefaultPoll)
@@ -231,6 +240,7 @@ func (e *Engine) Remote() bool {
 func (e *Engine) Run(ctx context.Context) error {
 	go e.sweep(ctx)
 	go e.probe(ctx)
+	go e.sweepExecutions(ctx)
 	return e.sources.Watch(ctx, bundles.WatchConfig{Debounce: e.cfg.Debounce, Poll: e.cfg.Poll, Logger: e.log, Watching: e.cfg.Watching,
 		Failed: func(string, error) { e.metrics.reloads.WithLabelValues("rejected").Inc() }},
 		func() { _ = e.Reload(ctx, false) })
@@ -369,6 +379,7 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	if resp.Decision == pb.Decision_DECISION_ASK {
 		e.tell(ev)
 	}
+	e.holdExecution(resp.DecisionId, key, agent, req, resp, now)
 	return resp, nil
 }
 
@@ -490,7 +501,9 @@ func NewDecisionID() string {
 // EndSession releases a session's pin and counters. Another workspace's
 // session is not found.
 func (e *Engine) EndSession(ctx context.Context, ws, agentID, sessionID string) (bool, error) {
-	found, err := e.state.store.End(ctx, session.Key{Workspace: ws, Agent: policy.AgentID(agentID), Session: sessionID})
+	k := session.Key{Workspace: ws, Agent: policy.AgentID(agentID), Session: sessionID}
+	e.dropSessionExecutions(k)
+	found, err := e.state.store.End(ctx, k)
 	if e.state.result(ctx, "end", err) != nil {
 		return false, storeError(err)
 	}

@@ -2,20 +2,32 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/toolpdp/toolpdp/client"
 	"github.com/toolpdp/toolpdp/confine"
+	"github.com/toolpdp/toolpdp/pdp/server"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
-const execSynopsis = `toolpdp exec --execution FILE|- [--report FILE] [--best-effort] -- COMMAND [ARG]...
+const execSynopsis = `toolpdp exec --execution FILE|- [--report FILE] [--best-effort] (--command-b64 B64 | -- COMMAND [ARG]...)
+       toolpdp exec --decision ID [--address ADDR] [--token-file FILE] [--report FILE] [--best-effort] (--command-b64 B64 | -- COMMAND [ARG]...)
        toolpdp exec --install-to DIR
+       toolpdp exec --check [--format text|json]
 
 Runs COMMAND confined by the kernel to an allowed call's execution (its
 protojson, or a whole DecideResponse that allows): exactly its env (when
@@ -27,9 +39,17 @@ privileges, every process it starts ended with it. It reports on stderr
 the command's; 126 when the kernel cannot enforce what the execution asks
 for (unless --best-effort) or the run cannot start; 127 when COMMAND is
 not found. --install-to copies this binary to DIR/toolpdp and exits: an
-init container's way of handing it to the agent's container.`
+init container's way of handing it to the agent's container.
 
-func execCmd(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+--decision takes the execution from the sidecar that decided the call
+(GetExecution): once, for exactly the command decided, soon after the
+decision; a refusal runs nothing (exit 126). --command-b64 is a shell
+command, base64 (standard, padded), run by bash -c: the form a hook
+rewrites a Bash call into, so that no quoting stands between what was
+decided and what runs. --check runs a confined true to say whether this
+machine can confine (exit 0) or not (exit 1), and what the kernel allows.`
+
+func execCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if confine.IsChild() {
 		// The run's own process: confine.Run started this binary again.
 		if code := confine.Child(); code != 0 {
@@ -43,28 +63,78 @@ func execCmd(_ context.Context, args []string, stdin io.Reader, stdout, stderr i
 	report := fs.String("report", "", "also write the report as JSON to this file")
 	bestEffort := fs.Bool("best-effort", false, "run even when the kernel cannot enforce a part the execution asks for (the report names each)")
 	installTo := fs.String("install-to", "", "copy this binary to `DIR`/toolpdp (mode 0755) and exit")
+	decision := fs.String("decision", "", "take the execution of this allow (its decision_id) from the sidecar that decided it")
+	address := fs.String("address", envOr("TOOLPDP_ADDR", server.DefaultListen), "with --decision: the sidecar, host:port or unix:///path (env TOOLPDP_ADDR)")
+	tokenFile := fs.String("token-file", os.Getenv("TOOLPDP_TOKEN_FILE"), "with --decision: file holding the workspace's bearer token (env TOOLPDP_TOKEN_FILE)")
+	commandB64 := fs.String("command-b64", "", "the shell command to run with bash -c, base64 (standard encoding): instead of -- COMMAND")
+	timeout := fs.Duration("timeout", 10*time.Second, "with --decision: bound on fetching the execution")
+	check := fs.Bool("check", false, "say whether this kernel and node can confine a run (Landlock ABI, namespaces, seccomp) and exit: 0 when they can, 1 when not")
+	format := formatFlag(fs, "text")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if err := format.valid(); err != nil {
+		return err
+	}
 	argv := fs.Args()
+	if *check {
+		if *execution != "" || *decision != "" || len(argv) > 0 || *commandB64 != "" || *installTo != "" {
+			return fmt.Errorf("%w: exec: --check takes no execution and no command", errUsage)
+		}
+		c := checkConfinement()
+		if format.json() {
+			if err := writeJSON(stdout, c); err != nil {
+				return err
+			}
+		} else {
+			c.writeText(stdout)
+		}
+		if !c.Available {
+			return exitCode(1)
+		}
+		return nil
+	}
 	if *installTo != "" {
-		if *execution != "" || len(argv) > 0 {
+		if *execution != "" || *decision != "" || len(argv) > 0 || *commandB64 != "" {
 			return fmt.Errorf("%w: exec: --install-to takes no execution and no command", errUsage)
 		}
 		return installSelf(*installTo, stdout)
 	}
+	command := ""
 	switch {
-	case *execution == "":
-		return fmt.Errorf("%w: exec: --execution is required", errUsage)
+	case *execution == "" && *decision == "":
+		return fmt.Errorf("%w: exec: --execution or --decision is required", errUsage)
+	case *execution != "" && *decision != "":
+		return fmt.Errorf("%w: exec: --execution and --decision are two ways to give the execution: give one", errUsage)
+	case *commandB64 != "" && len(argv) > 0:
+		return fmt.Errorf("%w: exec: --command-b64 and a command after -- are two commands: give one", errUsage)
+	case *commandB64 != "":
+		raw, err := base64.StdEncoding.DecodeString(*commandB64)
+		if err != nil || !utf8.Valid(raw) || len(raw) == 0 {
+			return fmt.Errorf("%w: exec: --command-b64: not the base64 of a command (%v)", errUsage, err)
+		}
+		command = string(raw)
 	case len(argv) == 0:
 		return fmt.Errorf("%w: exec: no command after --", errUsage)
 	}
-	spec, err := readExecution(*execution, stdin)
+	var spec confine.Spec
+	var err error
+	if *decision != "" {
+		spec, err = fetchExecution(ctx, *address, *tokenFile, *timeout, &pb.GetExecutionRequest{DecisionId: *decision, Command: command, Argv: argv})
+		if err == nil {
+			spec.Cwd = agentCwd(spec)
+		}
+	} else {
+		spec, err = readExecution(*execution, stdin)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "toolpdp exec: %v\n", err)
 		return exitCode(confine.ExitRefused)
 	}
 	spec.Argv = argv
+	if command != "" {
+		spec.Argv = []string{"bash", "-c", command}
+	}
 	if *execution == "-" {
 		stdin = eofReader{} // the execution was stdin
 	}
@@ -81,6 +151,56 @@ func execCmd(_ context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return exitCode(code)
 	}
 	return nil
+}
+
+// fetchExecution asks the sidecar at addr for the execution of the allow
+// req names, for exactly req's command; any refusal runs nothing.
+func fetchExecution(ctx context.Context, addr, tokenFile string, timeout time.Duration, req *pb.GetExecutionRequest) (confine.Spec, error) {
+	conn, err := grpc.NewClient(client.Target(addr), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return confine.Spec{}, fmt.Errorf("--address %s: %w", addr, err)
+	}
+	defer conn.Close()
+	if tokenFile != "" {
+		raw, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return confine.Spec{}, fmt.Errorf("--token-file: %w", err)
+		}
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(raw)))
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ex, err := pb.NewDecisionServiceClient(conn).GetExecution(ctx, req)
+	if err != nil {
+		st := grpcstatus.Convert(err)
+		return confine.Spec{}, fmt.Errorf("the sidecar at %s gave no execution for decision %s (%s: %s); nothing was run", addr, req.GetDecisionId(), st.Code(), st.Message())
+	}
+	return specOf(ex)
+}
+
+// agentCwd is where a run under a fetched execution starts: the agent's
+// own working directory (this process's) when it lies inside the scopes,
+// as the agent's shell would have run the command there; else the pinned
+// cwd.
+func agentCwd(spec confine.Spec) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return spec.Cwd
+	}
+	if r, err := filepath.EvalSymlinks(wd); err == nil {
+		wd = r
+	}
+	for _, roots := range []*[]string{spec.WritePaths, spec.ReadPaths} {
+		if roots == nil {
+			continue
+		}
+		for _, root := range *roots {
+			if wd == root || strings.HasPrefix(wd, strings.TrimSuffix(root, "/")+"/") {
+				return wd
+			}
+		}
+	}
+	return spec.Cwd
 }
 
 type eofReader struct{}

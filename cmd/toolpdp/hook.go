@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,7 +24,7 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-const hookUsage = `usage: toolpdp hook claude-code [--addr ADDR] [--agent-id ID] [--timeout D] < event.json
+const hookUsage = `usage: toolpdp hook claude-code [--addr ADDR] [--agent-id ID] [--timeout D] [--confine=false] < event.json
 Answers one Claude Code hook event (PreToolUse, PostToolUse, PostToolUseFailure,
 SessionEnd) by asking a running toolpdp sidecar. See docs/INTEGRATIONS.md.
 `
@@ -42,7 +44,8 @@ func hook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	addr := fs.String("addr", server.DefaultListen, "the sidecar: host:port or unix:///path (env TOOLPDP_ADDR)")
 	agent := fs.String("agent-id", "", "the agent definition to decide under; empty means default (env TOOLPDP_AGENT_ID)")
 	timeout := fs.Duration("timeout", claudecode.DefaultTimeout, "bound on each call to the sidecar; past it a tool call is denied (keep it well under the hook's timeout in Claude Code's settings)")
-	withSynopsis(fs, "toolpdp hook claude-code [--addr ADDR] [--agent-id ID] [--timeout D] < event.json")
+	confined := fs.Bool("confine", true, "run every allowed Bash call confined, through toolpdp exec --decision (answered as updatedInput); false decides without confinement (env TOOLPDP_CONFINE)")
+	withSynopsis(fs, "toolpdp hook claude-code [--addr ADDR] [--agent-id ID] [--timeout D] [--confine=false] < event.json")
 	if err := parseEnv(fs, args[1:]); err != nil {
 		return err
 	}
@@ -59,7 +62,11 @@ func hook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		// gets its fail-closed answer.
 		svc = unreachable{err: fmt.Errorf("%s: %w", *addr, err)}
 	}
-	res := claudecode.Handle(ctx, svc, claudecode.Config{AgentID: *agent, Timeout: *timeout}, stdin)
+	cfg := claudecode.Config{AgentID: *agent, Timeout: *timeout}
+	if *confined {
+		cfg.Exec, cfg.CanConfine = selfPath(), func() error { return checkConfinement().err() }
+	}
+	res := claudecode.Handle(ctx, svc, cfg, stdin)
 	if _, err := stdout.Write(res.Stdout); err != nil {
 		fmt.Fprintf(stderr, "toolpdp: writing the hook answer: %v; the tool call is denied\n", err)
 		return exitCode(claudecode.BlockExit)
@@ -69,6 +76,22 @@ func hook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return exitCode(res.Code)
 	}
 	return nil
+}
+
+// selfPath is this binary's absolute path, links resolved ("" when it
+// cannot be told): what a rewritten Bash call runs.
+func selfPath() string {
+	p, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	if !filepath.IsAbs(p) {
+		return ""
+	}
+	return p
 }
 
 // unreachable answers the calls a hook makes with the dial error, as

@@ -74,6 +74,7 @@ func serveFlagSet(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	fs.Int64Var(&e.MaxSessionBytes, "max-session-bytes", pdp.DefaultMaxSessionBytes, "bytes the sessions hold at most; the longest idle are released first")
 	fs.DurationVar(&e.PendingTTL, "pending-ttl", 0, "an ask nobody answers within this expires: a deny, as its AwaitDecision tells the agent (0: "+pdp.DefaultPendingTTL.String()+" with --state memory, "+server.DefaultDurablePendingTTL.String()+" with a durable store)")
 	fs.DurationVar(&e.RememberTTL, "remember-ttl", pdp.DefaultRememberTTL, "a remembered approval (Confirm with remember) holds this long at most; it also ends with its session and with any reload")
+	fs.DurationVar(&e.ExecutionTTL, "execution-ttl", pdp.DefaultExecutionTTL, "an allowed shell call's execution can be fetched for its confined run (GetExecution, toolpdp exec --decision) this long after the decision, once; an allow that relied on confinement and was never fetched is logged confinement_unverified")
 	fs.DurationVar(&e.Debounce, "watch-debounce", pdp.DefaultDebounce, "file events closer than this give one reload")
 	fs.DurationVar(&e.Poll, "poll-interval", pdp.DefaultPoll, "how often bundle content is re-hashed, for events a file system misses")
 	e.DecisionCache = pdp.DefaultDecisionCache

@@ -2,6 +2,7 @@ package claudecode
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,6 +31,12 @@ const BlockExit = 2
 type Config struct {
 	AgentID string        // the agent definition; "" means "default"
 	Timeout time.Duration // bound on each RPC; DefaultTimeout when 0
+	// Exec is the absolute path of the toolpdp binary an allowed Bash call
+	// is rewritten to run through (toolpdp exec --decision); "" runs
+	// nothing confined. CanConfine says whether this machine can confine
+	// (toolpdp exec --check); nil: it cannot.
+	Exec       string
+	CanConfine func() error
 }
 
 // Result is what the hook process does: print Stdout (a JSON answer, or
@@ -52,6 +59,9 @@ type PreToolUseOutput struct {
 	HookEventName            string `json:"hookEventName"`      // always "PreToolUse"
 	PermissionDecision       string `json:"permissionDecision"` // allow, deny or ask
 	PermissionDecisionReason string `json:"permissionDecisionReason"`
+	// UpdatedInput replaces the tool's input before it runs: an allowed
+	// Bash call's command becomes its confined run.
+	UpdatedInput map[string]any `json:"updatedInput,omitempty"`
 }
 
 // Handle answers one hook event read from in, asking svc. It never returns
@@ -88,16 +98,91 @@ func (h handler) preToolUse(ctx context.Context, ev *Event) Result {
 	if err != nil {
 		return answer(deny(fmt.Sprintf("toolpdp could not read the arguments of %s (%v), so it is denied", ev.ToolName, err)))
 	}
+	var note string
+	command, shell := bashCommand(ev)
+	confined := false
+	if shell {
+		confined, note = h.confinable()
+		req.Confined = confined
+	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	resp, err := h.svc.Decide(ctx, req)
 	switch {
 	case err != nil:
-		return answer(deny(fmt.Sprintf("the policy sidecar could not be asked (%s), so %s is denied", statusText(err), ev.ToolName)))
+		return withNote(answer(deny(fmt.Sprintf("the policy sidecar could not be asked (%s), so %s is denied", statusText(err), ev.ToolName))), note)
 	case resp.GetDecision() == pb.Decision_DECISION_UNSPECIFIED:
-		return answer(deny(fmt.Sprintf("the policy sidecar gave no decision, so %s is denied", ev.ToolName)))
+		return withNote(answer(deny(fmt.Sprintf("the policy sidecar gave no decision, so %s is denied", ev.ToolName))), note)
 	}
-	return answer(decisionOutput(resp))
+	out := decisionOutput(resp)
+	if shell && resp.GetDecision() == pb.Decision_DECISION_ALLOW {
+		switch {
+		case confined && resp.GetExecution() != nil:
+			// The command the model wrote runs, exactly, through toolpdp
+			// exec with the execution of this very decision. (An allow
+			// with no execution has no scopes to be confined to.)
+			out.HookSpecificOutput.UpdatedInput = confinedInput(ev, h.cfg.Exec, resp.GetDecisionId(), command)
+			out.HookSpecificOutput.PermissionDecisionReason += "; it runs confined to the decided scopes (toolpdp exec)"
+		case resp.GetExecution().GetConfinementRequired():
+			out = deny(fmt.Sprintf("toolpdp allowed %s only to run confined, and this machine cannot confine it (%s), so it is denied", ev.ToolName, note))
+		}
+	}
+	return withNote(answer(out), note)
+}
+
+// confinable says whether an allowed Bash call can run confined here, and
+// when not, why (for stderr: the call is then decided without confined).
+func (h handler) confinable() (bool, string) {
+	switch {
+	case h.cfg.Exec == "":
+		return false, "no toolpdp binary to run it through"
+	case h.cfg.CanConfine == nil:
+		return false, "confinement is not checked"
+	}
+	if err := h.cfg.CanConfine(); err != nil {
+		return false, err.Error()
+	}
+	return true, ""
+}
+
+func withNote(r Result, note string) Result {
+	if note != "" {
+		r.Stderr += "toolpdp: this machine cannot confine shell commands (" + note + "): Bash is decided without confinement and runs unconfined\n"
+	}
+	return r
+}
+
+// bashCommand is a Bash call's command, when the event is one.
+func bashCommand(ev *Event) (string, bool) {
+	if ev.ToolName != "Bash" {
+		return "", false
+	}
+	var in struct {
+		Command *string `json:"command"`
+	}
+	if json.Unmarshal(ev.ToolInput, &in) != nil || in.Command == nil {
+		return "", false
+	}
+	return *in.Command, true
+}
+
+// confinedInput is the Bash input that runs command through toolpdp exec
+// under decision id: every other field kept, the command replaced by
+// exactly 'EXEC' exec --decision ID --command-b64 BASE64 — the binary by
+// its absolute path, single-quoted, so no function, alias or PATH entry
+// can stand in for it, and the command as base64, so no quoting stands
+// between what was decided and what runs.
+func confinedInput(ev *Event, exec, id, command string) map[string]any {
+	in := map[string]any{}
+	_ = json.Unmarshal(ev.ToolInput, &in)
+	in["command"] = ConfinedCommand(exec, id, command)
+	return in
+}
+
+// ConfinedCommand is the shell command that runs command confined under
+// the allow id, through the toolpdp binary at exec.
+func ConfinedCommand(exec, id, command string) string {
+	return "'" + strings.ReplaceAll(exec, "'", `'\''`) + "' exec --decision " + id + " --command-b64 " + base64.StdEncoding.EncodeToString([]byte(command))
 }
 
 // decideRequest maps the event: the hook's session is toolpdp's session,

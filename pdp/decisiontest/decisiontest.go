@@ -54,6 +54,12 @@ type Step struct {
 	Confirm      *Confirm                   `json:"confirm,omitempty"`
 	Report       *Report                    `json:"report,omitempty"`
 	Await        *Await                     `json:"await,omitempty"`
+	// Confined, beside a request, sends it as a call that will run
+	// confined (DecideRequest.confined), as the request's own "confined"
+	// field does.
+	Confined bool `json:"confined,omitempty"`
+	// Note says, for people, what the step shows.
+	Note string `json:"note,omitempty"`
 }
 
 // Await waits for a person's answer to the ask of step Step.
@@ -164,6 +170,9 @@ func Parse(name string, raw []byte) (*File, error) {
 		}
 		if kinds != 1 {
 			return nil, fmt.Errorf("%s: steps[%d]: one of request, confirm, report, await or reload_agents, not %d", name, i, kinds)
+		}
+		if s.Confined && s.Request == nil {
+			return nil, fmt.Errorf("%s: steps[%d]: confined goes with a request only", name, i)
 		}
 	}
 	return &f, nil
@@ -295,6 +304,9 @@ func Run(ctx context.Context, f *File, root string, t Target) (Result, error) {
 			if err := protojson.Unmarshal(Sub(step.Request, root), &req); err != nil {
 				cancel()
 				return res, fmt.Errorf("steps[%d].request: not a DecideRequest: %w", i, err)
+			}
+			if step.Confined {
+				req.Confined = true
 			}
 			what := fmt.Sprintf("Decide %s %s", req.GetToolName(), compact(step.Request))
 			resp, err := t.Client.Decide(ctx, &req)
@@ -466,6 +478,9 @@ func Replay(f *File, dir string) (bundleDir string, reqs []*pb.DecideRequest, er
 		var req pb.DecideRequest
 		if err := protojson.Unmarshal(Sub(s.Request, root), &req); err != nil {
 			return "", nil, fmt.Errorf("steps[%d].request: %w", i, err)
+		}
+		if s.Confined {
+			req.Confined = true
 		}
 		reqs = append(reqs, &req)
 	}

@@ -145,3 +145,17 @@ func TestConformanceShellSteps(t *testing.T) {
 		t.Errorf("%s", fl)
 	}
 }
+
+// TestConformanceConfined runs the project's own corpus of confined calls
+// (testdata/conformance/confined.json): what DecideRequest.confined
+// changes, only where the agent's definition trusts it, and that the flag
+// is part of a call's identity for the decision cache.
+func TestConformanceConfined(t *testing.T) {
+	res := runConformance(t, filepath.Join("..", "..", "testdata", "conformance", "confined.json"))
+	if res.Steps == 0 {
+		t.Fatal("no step ran")
+	}
+	for _, fl := range res.Failures {
+		t.Errorf("%s", fl)
+	}
+}

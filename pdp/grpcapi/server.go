@@ -287,6 +287,8 @@ func (s *Server) validate(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 		err = checkIDs(map[string]string{"decision_id": r.GetDecisionId(), "call_id": r.GetCallId(), "agent_id": r.GetAgentId(), "session_id": r.GetSessionId()})
 	case *pb.FilterToolsRequest:
 		err = checkFilterTools(r)
+	case *pb.GetExecutionRequest:
+		err = checkGetExecution(r, s.cfg.MaxArgsBytes)
 	}
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -394,6 +396,31 @@ func (s *Server) ReportResult(ctx context.Context, req *pb.ReportResultRequest) 
 	ws, _ := callerWorkspace(ctx)
 	resp, err := s.engine.ReportResult(ctx, ws, req)
 	return resp, statusOf(err)
+}
+
+// GetExecution implements DecisionService: a confined run takes the
+// execution of the allow it runs under, on the agent's listener,
+// workspace-scoped like Decide.
+func (s *Server) GetExecution(ctx context.Context, req *pb.GetExecutionRequest) (*pb.Execution, error) {
+	ws, _ := callerWorkspace(ctx)
+	resp, err := s.engine.GetExecution(ctx, ws, req)
+	return resp, statusOf(err)
+}
+
+// checkGetExecution bounds a GetExecution request: its id, and its
+// command and argv as a Decide's args are.
+func checkGetExecution(r *pb.GetExecutionRequest, maxBytes int) error {
+	if err := checkIDs(map[string]string{"decision_id": r.GetDecisionId()}); err != nil {
+		return err
+	}
+	n := len(r.GetCommand())
+	for _, a := range r.GetArgv() {
+		n += len(a)
+	}
+	if n > maxBytes {
+		return fmt.Errorf("command and argv: %d bytes, more than the limit of %d", n, maxBytes)
+	}
+	return nil
 }
 
 // EndSession implements DecisionService.

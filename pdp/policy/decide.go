@@ -111,6 +111,7 @@ func mapResult(doc map[string]any, resp *pb.DecideResponse) error {
 		out.WritePaths = pathList(ex["write_paths"])
 		out.ReadOnlyNames = strs(ex["read_only_names"])
 		out.UnreadableNames = strs(ex["unreadable_names"])
+		out.ConfinementRequired, _ = ex["confinement_required"].(bool)
 		resp.Execution = out
 	}
 	return nil

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -51,6 +53,7 @@ type facts struct {
 	globs      []globFact
 	command    *commandFact   // nil: not a shell tool
 	arguments  *argumentsFact // nil: no argument constraint may apply
+	confine    *confineFact   // nil: not a shell tool
 }
 
 func gather(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) (*facts, error) {
@@ -77,6 +80,7 @@ func gather(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, r
 			cwd = f.policy.Cwd
 		}
 		f.command = analyzeCommand(r, snap.shellMemo, compiled, names, req.GetArgs(), cwd, networkForbidden(f.policy, guardrails))
+		f.confine = confinement(r, agent, req)
 	}
 	f.arguments = checkArguments(ctx, snap, agent, req)
 	return f, nil
@@ -141,7 +145,70 @@ func (f *facts) input(snap *Snapshot, whole bool) ast.Value {
 	if f.arguments != nil {
 		in.Insert(ast.StringTerm("arguments"), ast.NewTerm(f.arguments.value()))
 	}
+	if f.confine != nil {
+		in.Insert(ast.StringTerm("confinement"), ast.NewTerm(f.confine.value()))
+	}
 	return in
+}
+
+// confineFact is what a shell call's confined flag counts for: the agent
+// definition's confinement mode, whether the call will run confined and
+// the definition trusts that, and, then, the home directories a write
+// root must not hold (the server's user's and the call's HOME, resolved).
+type confineFact struct {
+	mode     string
+	confined bool
+	homes    []string
+}
+
+// confinement is the call's confineFact. Only the agent's own definition
+// says how far confined is trusted: the call site sends the flag, never
+// the mode.
+func confinement(r *envguard.Resolver, agent *Agent, req *pb.DecideRequest) *confineFact {
+	c := &confineFact{mode: "off"}
+	if agent != nil && agent.Policy != nil && agent.Policy.Confinement != "" {
+		c.mode = agent.Policy.Confinement
+	}
+	c.confined = req.GetConfined() && c.mode != "off"
+	if !c.confined {
+		return c
+	}
+	seen := map[string]bool{}
+	for _, h := range []string{userHome(), req.GetEnv()["HOME"]} {
+		if !filepath.IsAbs(h) {
+			continue
+		}
+		resolved, err := r.Resolve("", h)
+		if err != nil {
+			// A home that cannot be resolved is judged as written.
+			resolved = filepath.Clean(h)
+		}
+		for _, p := range []string{filepath.Clean(h), resolved} {
+			if !seen[p] {
+				seen[p] = true
+				c.homes = append(c.homes, p)
+			}
+		}
+	}
+	return c
+}
+
+// userHome is the server's user's home directory ("" when it has none):
+// a confined run as that user must not get it to write.
+var userHome = sync.OnceValue(func() string {
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return h
+})
+
+func (c *confineFact) value() ast.Value {
+	return ast.NewObject(
+		item("mode", ast.String(c.mode)),
+		item("confined", ast.Boolean(c.confined)),
+		item("homes", stringArray(c.homes)),
+	)
 }
 
 // effectivePolicy is the call site's policy when it sent one, else the
@@ -591,6 +658,7 @@ func (c *commandFact) value(leaves bool) ast.Value {
 			item("what", ast.String(p.What)),
 			item("text", ast.String(p.Text)),
 			item("certain", ast.Boolean(p.Certain)),
+			item("tree", ast.Boolean(p.Tree)),
 		)
 	}
 	netUses := make([]*ast.Term, len(c.netUses))

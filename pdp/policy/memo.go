@@ -126,7 +126,8 @@ func copyResponse(dst, src *pb.DecideResponse) {
 	dst.Execution = nil
 	if ex := src.Execution; ex != nil {
 		out := &pb.Execution{Cwd: ex.Cwd, EnvEnforced: ex.EnvEnforced, Env: make(map[string]string, len(ex.Env)), Network: ex.Network,
-			ReadOnlyNames: slices.Clone(ex.ReadOnlyNames), UnreadableNames: slices.Clone(ex.UnreadableNames)}
+			ReadOnlyNames: slices.Clone(ex.ReadOnlyNames), UnreadableNames: slices.Clone(ex.UnreadableNames),
+			ConfinementRequired: ex.ConfinementRequired}
 		for k, v := range ex.Env {
 			out.Env[k] = v
 		}
@@ -308,6 +309,12 @@ func (s *Snapshot) key(f *facts) memoKey {
 				continue
 			}
 			buf = f.arguments.appendKey(append(buf, 'a'))
+		case "confinement":
+			if f.confine == nil {
+				buf = append(buf, 'u')
+				continue
+			}
+			buf = appendList(appendBool(appendString(append(buf, 'k'), f.confine.mode), f.confine.confined), f.confine.homes)
 		default:
 			buf = append(buf, 'u') // no input has it
 		}
@@ -317,7 +324,7 @@ func (s *Snapshot) key(f *facts) memoKey {
 
 // keyedFields are the input fields key encodes: every field buildInput
 // may produce (TestKeyKnowsEveryInputField).
-var keyedFields = []string{"agent_id", "session_id", "tool_name", "server", "category", "env", "args", "agent", "guardrails", "policy", "scope", "paths", "globs", "command", "arguments"}
+var keyedFields = []string{"agent_id", "session_id", "tool_name", "server", "category", "env", "args", "agent", "guardrails", "policy", "scope", "paths", "globs", "command", "arguments", "confinement"}
 
 // appendKey encodes the command as its value has it, leaves only when
 // asked for.
@@ -343,7 +350,7 @@ func (c *commandFact) appendKey(buf []byte, leaves bool) []byte {
 		for _, v := range [...]string{p.Access, p.Word, p.Name, p.What, p.Text} {
 			buf = appendString(buf, v)
 		}
-		buf = appendBool(buf, p.Certain)
+		buf = appendBool(appendBool(buf, p.Certain), p.Tree)
 	}
 	buf = terms(buf, c.network)
 	buf = binary.AppendUvarint(buf, uint64(len(c.netUses)))

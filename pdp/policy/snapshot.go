@@ -153,6 +153,10 @@ type ExecutionPolicy struct {
 	ReadPaths  *[]string `json:"read_paths,omitempty"`
 	WritePaths *[]string `json:"write_paths,omitempty"`
 	Network    string    `json:"network,omitempty"` // "none" forbids network use; "" is not enforced
+	// Confinement says what a call's DecideRequest.confined counts for:
+	// "off" or "" (nothing), "trusted", "required". An agent definition's
+	// alone: a call site's policy cannot set it.
+	Confinement string `json:"confinement,omitempty"`
 }
 
 // EnvSpec says which variables of the request's env a Bash or Exec call gets.

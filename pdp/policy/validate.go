@@ -437,11 +437,20 @@ func (a *agentIssues) executionPolicy(field string, v any) {
 			a.envSpec(f, m[k])
 		case "network":
 			a.network(f, m[k])
+		case "confinement":
+			if s, ok := a.str(f, m[k]); ok && !slices.Contains(confinementModes, s) {
+				a.errorf(f, "%q is not \"off\", \"trusted\" or \"required\"", s)
+			}
 		default:
-			a.unknown(f, k, []string{"cwd", "read_paths", "write_paths", "env", "network"})
+			a.unknown(f, k, []string{"cwd", "read_paths", "write_paths", "env", "network", "confinement"})
 		}
 	}
 }
+
+// confinementModes are what execution_policy.confinement may say of a
+// call that will run confined: ignore it (off, the default), trust it
+// (trusted) or require it of every shell call (required).
+var confinementModes = []string{"off", "trusted", "required"}
 
 func (a *agentIssues) envSpec(field string, v any) {
 	m, ok := a.object(field, v)

@@ -34,6 +34,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		`{"c": {"execution_policy": {"env": {"mode": "all", "names": []}}}}`:                         `b: agent 'c': execution_policy.env.mode: "all" is not allowlist or denylist`,
 		`{"c": {"execution_policy": {"network": "off"}}}`:                                            `b: agent 'c': execution_policy.network: "off" is not "none" or empty`,
 		`{"c": {"guardrails": {"network": true}}}`:                                                   `b: agent 'c': guardrails.network: must be a string, got a boolean`,
+		`{"c": {"execution_policy": {"confinement": "on"}}}`:                                         `b: agent 'c': execution_policy.confinement: "on" is not "off", "trusted" or "required"`,
+		`{"c": {"execution_policy": {"confinement": true}}}`:                                         `b: agent 'c': execution_policy.confinement: must be a string, got a boolean`,
 		`{"c": {"tools": [{"type": "agent_toolset", "configs": [{"name": "x", "enabled": "no"}]}]}}`: `b: agent 'c': tools[0].configs[0].enabled: must be true or false, got a string`,
 	} {
 		_, err := validateAgents(agentsBundle(t, agents), builtins, map[string]Definition{}, false)
@@ -97,12 +99,12 @@ func TestValidateRefusesUnknownKeys(t *testing.T) {
 	warnings, err := validateAgents(agentsBundle(t, `{"c": {
 		"x-owner": "team-a", "name": "Coder", "model": "claude", "description": "d", "system": "be kind", "metadata": {"k": "v"},
 		"asks_via_client": true, "allow_sampling": false,
-		"execution_policy": {"x-note": 1, "network": "none", "read_paths": ["/srv"]},
+		"execution_policy": {"x-note": 1, "network": "none", "read_paths": ["/srv"], "confinement": "trusted"},
 		"guardrails": {"network": "none", "x-ticket": "SEC-1"}}}`), nil, defs, false)
 	if err != nil || len(warnings) != 0 {
 		t.Fatalf("x- and descriptive keys: %v %q", err, warnings)
 	}
-	if defs["c"].Policy == nil || len(*defs["c"].Policy.ReadPaths) != 1 {
+	if defs["c"].Policy == nil || len(*defs["c"].Policy.ReadPaths) != 1 || defs["c"].Policy.Confinement != "trusted" {
 		t.Errorf("decoded: %+v", defs["c"].Policy)
 	}
 }

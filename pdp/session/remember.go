@@ -14,8 +14,8 @@ import (
 // A remembered approval (Confirm with remember) is bound to exactly the call
 // a person saw — not a prefix, not a tool: the same canonical tool
 // (mcp__S__X and X from server S are one tool), the same args with keys
-// sorted and numbers normalised, the same env and call-site execution
-// policy, and an ask from the same rules. RememberKey is a digest of those,
+// sorted and numbers normalised, the same env, call-site execution
+// policy and confined flag, and an ask from the same rules. RememberKey is a digest of those,
 // so a session's remembered approvals are a fixed size each.
 type RememberKey [sha256.Size]byte
 
@@ -31,6 +31,11 @@ func KeyOf(server, name string, req *pb.DecideRequest, resp *pb.DecideResponse) 
 	}
 	sort.Strings(rules)
 	doc := map[string]any{"server": server, "tool": name, "args": req.GetArgs().AsMap(), "env": req.GetEnv(), "rules": rules}
+	if req.GetConfined() {
+		// A call that runs confined may have been approved for that alone:
+		// the same call unconfined is another call.
+		doc["confined"] = true
+	}
 	if p := req.GetExecutionPolicy(); p != nil {
 		raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
 		if err != nil {
@@ -55,6 +60,7 @@ type CallSig [sha256.Size]byte
 func CallSignature(req *pb.DecideRequest) CallSig {
 	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(&pb.DecideRequest{
 		ToolName: req.GetToolName(), Server: req.GetServer(), Args: req.GetArgs(), Env: req.GetEnv(), ExecutionPolicy: req.GetExecutionPolicy(),
+		Confined: req.GetConfined(),
 	})
 	var sig CallSig
 	if err != nil {

@@ -48,6 +48,8 @@ export interface Execution {
   writePaths?: string[];
   /** "none" when the policy forbids network use. */
   network: string;
+  /** The decision relied on the call running confined: never run it otherwise. */
+  confinementRequired: boolean;
 }
 
 export interface Verdict {
@@ -68,6 +70,8 @@ export interface CheckRequest {
   args?: Record<string, unknown>;
   env?: Record<string, string>;
   callId?: string;
+  /** The caller will run this call through `toolpdp exec` (or not at all); counts as the agent's execution_policy.confinement says. */
+  confined?: boolean;
 }
 
 export interface CheckOptions {
@@ -151,6 +155,7 @@ export class ToolpdpClient {
         args: req.args as JsonObject | undefined,
         env: req.env ?? {},
         callId: req.callId ?? "",
+        confined: req.confined ?? false,
       });
     } catch (err) {
       return failClosed(`the policy sidecar could not be asked (${describe(err)}), so ${toolOf(req)} is denied`);
@@ -315,6 +320,7 @@ function execution(e?: WireExecution): Execution | undefined {
     readPaths: e.readPaths ? [...e.readPaths.paths] : undefined,
     writePaths: e.writePaths ? [...e.writePaths.paths] : undefined,
     network: e.network,
+    confinementRequired: e.confinementRequired,
   };
 }
 

@@ -2,9 +2,10 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ToolpdpClient } from "../dist/index.js";
-import { canUseTool, reportResults } from "../dist/claude-agent-sdk.js";
+import { spawnSync } from "node:child_process";
+import { canUseTool, reportResults, checkConfinement } from "../dist/claude-agent-sdk.js";
 import { toolInputGuardrail } from "../dist/openai-agents.js";
-import { startServer, confirm } from "./server.mjs";
+import { startServer, confirm, toolpdpBinary } from "./server.mjs";
 
 let server;
 let client;
@@ -152,4 +153,34 @@ test("filterTools: what some call could allow or ask, and why the rest is hidden
   assert.equal(r.hidden.length, 1);
   assert.equal(r.hidden[0].tool.name, "create_issue");
   assert.ok(r.hidden[0].reason.length > 0);
+});
+
+test("canUseTool: an allowed Bash call runs confined through toolpdp exec and reads nothing of .env", async (t) => {
+  const c = checkConfinement(toolpdpBinary());
+  if (!c.available) {
+    t.skip(`this machine cannot confine: ${c.why}`);
+    return;
+  }
+  const can = canUseTool(client, { agentId: "boxed", sessionId: "s-confined", toolpdp: toolpdpBinary() });
+  const r = await can("Bash", { command: "grep -rn TODO .", description: "find the TODOs" }, sdkOptions("c1"));
+  assert.equal(r.behavior, "allow", r.message);
+  const m = /^'([^']+)' exec --decision ([0-9a-f-]{36}) --command-b64 ([A-Za-z0-9+/=]+)$/.exec(r.updatedInput.command);
+  assert.ok(m, r.updatedInput.command);
+  assert.equal(m[1], c.toolpdp);
+  assert.equal(Buffer.from(m[3], "base64").toString("utf8"), "grep -rn TODO .");
+  assert.equal(r.updatedInput.description, "find the TODOs");
+  const run = spawnSync("bash", ["-c", r.updatedInput.command], { cwd: server.work, env: { ...process.env, TOOLPDP_ADDR: server.address }, encoding: "utf8", timeout: 60_000 });
+  assert.match(run.stdout, /TODO first/, run.stderr);
+  assert.doesNotMatch(run.stdout + run.stderr, /hunter2/);
+  // The execution is handed out once: the same rewrite again runs nothing.
+  const again = spawnSync("bash", ["-c", r.updatedInput.command], { cwd: server.work, env: { ...process.env, TOOLPDP_ADDR: server.address }, encoding: "utf8", timeout: 60_000 });
+  assert.equal(again.status, 126, again.stderr);
+});
+
+test("canUseTool: confine false decides without confinement", async () => {
+  const can = canUseTool(client, { agentId: "boxed", sessionId: "s-unconfined", confine: false });
+  const input = { command: "grep -rn TODO ." };
+  const r = await can("Bash", input, sdkOptions("u1"));
+  assert.equal(r.behavior, "deny"); // an ask without waitForPerson
+  assert.match(r.message, /a person must confirm/);
 });

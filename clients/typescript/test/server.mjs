@@ -2,7 +2,7 @@
 // (or TOOLPDP_BIN), a bundle on disk, the agent's socket and the
 // approver's socket apart, as the manifests lay them out.
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync, mkdirSync, existsSync, rmSync, readFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync, mkdirSync, existsSync, rmSync, readFileSync, realpathSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -33,9 +33,20 @@ export const agents = {
 };
 
 export async function startServer() {
-  const dir = mkdtempSync(join(tmpdir(), "toolpdp-ts-"));
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), "toolpdp-ts-")));
   mkdirSync(join(dir, "bundle", "agents"), { recursive: true });
-  writeFileSync(join(dir, "bundle", "agents", "data.json"), JSON.stringify(agents));
+  // "boxed" trusts confined calls, over a workspace holding a .env.
+  const work = join(dir, "work");
+  mkdirSync(join(work, ".git"), { recursive: true });
+  writeFileSync(join(work, "a.txt"), "TODO first\n");
+  writeFileSync(join(work, ".env"), "SECRET=hunter2-in-dotenv\n");
+  writeFileSync(join(work, ".git", "config"), "[core]\n");
+  const boxed = {
+    tools: [{ type: "agent_toolset", default_config: { permission_policy: { type: "always_allow" } } }],
+    execution_policy: { cwd: work, read_paths: [work], write_paths: [work], network: "none", confinement: "trusted" },
+    guardrails: { deny_commands: ["curl"], protected_paths: [".env"] },
+  };
+  writeFileSync(join(dir, "bundle", "agents", "data.json"), JSON.stringify({ ...agents, boxed }));
   const agentSock = join(dir, "agent.sock");
   const approverSock = join(dir, "approver.sock");
   const log = join(dir, "server.log");
@@ -58,6 +69,7 @@ export async function startServer() {
     address: `unix://${agentSock}`,
     approverAddress: `unix://${approverSock}`,
     dir,
+    work,
     stderr: () => stderr,
     async stop() {
       if (proc.exitCode === null) {

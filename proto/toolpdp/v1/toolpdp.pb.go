@@ -196,8 +196,11 @@ type DecideRequest struct {
 	// the one kept or pinned for the agent and server before the call is
 	// decided; "" when the gateway has not seen it listed.
 	ToolDefinition string `protobuf:"bytes,20,opt,name=tool_definition,json=toolDefinition,proto3" json:"tool_definition,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The caller will run this call through toolpdp exec (or not at all).
+	// Honoured only as the agent's execution_policy.confinement says.
+	Confined      bool `protobuf:"varint,10,opt,name=confined,proto3" json:"confined,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DecideRequest) Reset() {
@@ -298,6 +301,13 @@ func (x *DecideRequest) GetToolDefinition() string {
 		return x.ToolDefinition
 	}
 	return ""
+}
+
+func (x *DecideRequest) GetConfined() bool {
+	if x != nil {
+		return x.Confined
+	}
+	return false
 }
 
 type DecideResponse struct {
@@ -577,8 +587,11 @@ type Execution struct {
 	// unreadable_names (the protected_paths entries) are neither read nor written.
 	ReadOnlyNames   []string `protobuf:"bytes,7,rep,name=read_only_names,json=readOnlyNames,proto3" json:"read_only_names,omitempty"`
 	UnreadableNames []string `protobuf:"bytes,8,rep,name=unreadable_names,json=unreadableNames,proto3" json:"unreadable_names,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The decision relied on the call running confined: a client never runs
+	// it unconfined, and refuses it where confinement is not available.
+	ConfinementRequired bool `protobuf:"varint,10,opt,name=confinement_required,json=confinementRequired,proto3" json:"confinement_required,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Execution) Reset() {
@@ -667,6 +680,75 @@ func (x *Execution) GetUnreadableNames() []string {
 	return nil
 }
 
+func (x *Execution) GetConfinementRequired() bool {
+	if x != nil {
+		return x.ConfinementRequired
+	}
+	return false
+}
+
+// GetExecutionRequest names an allow by its decision_id and the command
+// (or argv) about to run, which must be exactly the one decided.
+type GetExecutionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DecisionId    string                 `protobuf:"bytes,1,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	Command       string                 `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	Argv          []string               `protobuf:"bytes,3,rep,name=argv,proto3" json:"argv,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetExecutionRequest) Reset() {
+	*x = GetExecutionRequest{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetExecutionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetExecutionRequest) ProtoMessage() {}
+
+func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
+func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetExecutionRequest) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
+}
+
+func (x *GetExecutionRequest) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *GetExecutionRequest) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
 // ExecutionPolicy is the environment axis. Each part is enforced only
 // when present: an unset list is unrestricted, a set but empty list allows nothing.
 type ExecutionPolicy struct {
@@ -682,7 +764,7 @@ type ExecutionPolicy struct {
 
 func (x *ExecutionPolicy) Reset() {
 	*x = ExecutionPolicy{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[5]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +776,7 @@ func (x *ExecutionPolicy) String() string {
 func (*ExecutionPolicy) ProtoMessage() {}
 
 func (x *ExecutionPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[5]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +789,7 @@ func (x *ExecutionPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionPolicy.ProtoReflect.Descriptor instead.
 func (*ExecutionPolicy) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{5}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExecutionPolicy) GetEnv() *EnvSpec {
@@ -756,7 +838,7 @@ type PathList struct {
 
 func (x *PathList) Reset() {
 	*x = PathList{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[6]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +850,7 @@ func (x *PathList) String() string {
 func (*PathList) ProtoMessage() {}
 
 func (x *PathList) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[6]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +863,7 @@ func (x *PathList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathList.ProtoReflect.Descriptor instead.
 func (*PathList) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{6}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PathList) GetPaths() []string {
@@ -802,7 +884,7 @@ type EnvSpec struct {
 
 func (x *EnvSpec) Reset() {
 	*x = EnvSpec{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +896,7 @@ func (x *EnvSpec) String() string {
 func (*EnvSpec) ProtoMessage() {}
 
 func (x *EnvSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +909,7 @@ func (x *EnvSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvSpec.ProtoReflect.Descriptor instead.
 func (*EnvSpec) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{7}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EnvSpec) GetMode() string {
@@ -868,7 +950,7 @@ type ConfirmRequest struct {
 
 func (x *ConfirmRequest) Reset() {
 	*x = ConfirmRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +962,7 @@ func (x *ConfirmRequest) String() string {
 func (*ConfirmRequest) ProtoMessage() {}
 
 func (x *ConfirmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +975,7 @@ func (x *ConfirmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{8}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConfirmRequest) GetDecisionId() string {
@@ -956,7 +1038,7 @@ type ConfirmResponse struct {
 
 func (x *ConfirmResponse) Reset() {
 	*x = ConfirmResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1050,7 @@ func (x *ConfirmResponse) String() string {
 func (*ConfirmResponse) ProtoMessage() {}
 
 func (x *ConfirmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1063,7 @@ func (x *ConfirmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{9}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConfirmResponse) GetDecision() Decision {
@@ -1021,7 +1103,7 @@ type ReportResultRequest struct {
 
 func (x *ReportResultRequest) Reset() {
 	*x = ReportResultRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1115,7 @@ func (x *ReportResultRequest) String() string {
 func (*ReportResultRequest) ProtoMessage() {}
 
 func (x *ReportResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1128,7 @@ func (x *ReportResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResultRequest.ProtoReflect.Descriptor instead.
 func (*ReportResultRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{10}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReportResultRequest) GetDecisionId() string {
@@ -1100,7 +1182,7 @@ type ReportResultResponse struct {
 
 func (x *ReportResultResponse) Reset() {
 	*x = ReportResultResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1194,7 @@ func (x *ReportResultResponse) String() string {
 func (*ReportResultResponse) ProtoMessage() {}
 
 func (x *ReportResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1207,7 @@ func (x *ReportResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResultResponse.ProtoReflect.Descriptor instead.
 func (*ReportResultResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{11}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReportResultResponse) GetHalt() bool {
@@ -1145,7 +1227,7 @@ type EndSessionRequest struct {
 
 func (x *EndSessionRequest) Reset() {
 	*x = EndSessionRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1239,7 @@ func (x *EndSessionRequest) String() string {
 func (*EndSessionRequest) ProtoMessage() {}
 
 func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1252,7 @@ func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionRequest.ProtoReflect.Descriptor instead.
 func (*EndSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{12}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EndSessionRequest) GetAgentId() string {
@@ -1196,7 +1278,7 @@ type EndSessionResponse struct {
 
 func (x *EndSessionResponse) Reset() {
 	*x = EndSessionResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1290,7 @@ func (x *EndSessionResponse) String() string {
 func (*EndSessionResponse) ProtoMessage() {}
 
 func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1303,7 @@ func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionResponse.ProtoReflect.Descriptor instead.
 func (*EndSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{13}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EndSessionResponse) GetFound() bool {
@@ -1239,7 +1321,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1333,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1346,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{14}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{15}
 }
 
 type StatusResponse struct {
@@ -1281,7 +1363,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1375,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1388,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{15}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StatusResponse) GetPolicyRevision() string {
@@ -1363,7 +1445,7 @@ type StateStatus struct {
 
 func (x *StateStatus) Reset() {
 	*x = StateStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1457,7 @@ func (x *StateStatus) String() string {
 func (*StateStatus) ProtoMessage() {}
 
 func (x *StateStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1470,7 @@ func (x *StateStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateStatus.ProtoReflect.Descriptor instead.
 func (*StateStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StateStatus) GetUp() bool {
@@ -1420,7 +1502,7 @@ type AcceptStateResetRequest struct {
 
 func (x *AcceptStateResetRequest) Reset() {
 	*x = AcceptStateResetRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1514,7 @@ func (x *AcceptStateResetRequest) String() string {
 func (*AcceptStateResetRequest) ProtoMessage() {}
 
 func (x *AcceptStateResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1527,7 @@ func (x *AcceptStateResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptStateResetRequest.ProtoReflect.Descriptor instead.
 func (*AcceptStateResetRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{17}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{18}
 }
 
 type AcceptStateResetResponse struct {
@@ -1459,7 +1541,7 @@ type AcceptStateResetResponse struct {
 
 func (x *AcceptStateResetResponse) Reset() {
 	*x = AcceptStateResetResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1553,7 @@ func (x *AcceptStateResetResponse) String() string {
 func (*AcceptStateResetResponse) ProtoMessage() {}
 
 func (x *AcceptStateResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1566,7 @@ func (x *AcceptStateResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptStateResetResponse.ProtoReflect.Descriptor instead.
 func (*AcceptStateResetResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{18}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AcceptStateResetResponse) GetAccepted() bool {
@@ -1523,7 +1605,7 @@ type SourceStatus struct {
 
 func (x *SourceStatus) Reset() {
 	*x = SourceStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1617,7 @@ func (x *SourceStatus) String() string {
 func (*SourceStatus) ProtoMessage() {}
 
 func (x *SourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1630,7 @@ func (x *SourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceStatus.ProtoReflect.Descriptor instead.
 func (*SourceStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{19}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SourceStatus) GetName() string {
@@ -1596,7 +1678,7 @@ type BundleStatus struct {
 
 func (x *BundleStatus) Reset() {
 	*x = BundleStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1690,7 @@ func (x *BundleStatus) String() string {
 func (*BundleStatus) ProtoMessage() {}
 
 func (x *BundleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1703,7 @@ func (x *BundleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleStatus.ProtoReflect.Descriptor instead.
 func (*BundleStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{20}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BundleStatus) GetName() string {
@@ -1651,7 +1733,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1745,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1758,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{21}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListPendingRequest) GetAgentId() string {
@@ -1724,7 +1806,7 @@ type ListPendingResponse struct {
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1818,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1831,7 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{22}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListPendingResponse) GetAsks() []*PendingAsk {
@@ -1800,7 +1882,7 @@ type PendingAsk struct {
 
 func (x *PendingAsk) Reset() {
 	*x = PendingAsk{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1894,7 @@ func (x *PendingAsk) String() string {
 func (*PendingAsk) ProtoMessage() {}
 
 func (x *PendingAsk) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1907,7 @@ func (x *PendingAsk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingAsk.ProtoReflect.Descriptor instead.
 func (*PendingAsk) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{23}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PendingAsk) GetDecisionId() string {
@@ -1969,7 +2051,7 @@ type AwaitDecisionRequest struct {
 
 func (x *AwaitDecisionRequest) Reset() {
 	*x = AwaitDecisionRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2063,7 @@ func (x *AwaitDecisionRequest) String() string {
 func (*AwaitDecisionRequest) ProtoMessage() {}
 
 func (x *AwaitDecisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2076,7 @@ func (x *AwaitDecisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitDecisionRequest.ProtoReflect.Descriptor instead.
 func (*AwaitDecisionRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{24}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AwaitDecisionRequest) GetDecisionId() string {
@@ -2046,7 +2128,7 @@ type AwaitDecisionResponse struct {
 
 func (x *AwaitDecisionResponse) Reset() {
 	*x = AwaitDecisionResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2140,7 @@ func (x *AwaitDecisionResponse) String() string {
 func (*AwaitDecisionResponse) ProtoMessage() {}
 
 func (x *AwaitDecisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2153,7 @@ func (x *AwaitDecisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitDecisionResponse.ProtoReflect.Descriptor instead.
 func (*AwaitDecisionResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{25}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AwaitDecisionResponse) GetState() AskState {
@@ -2130,7 +2212,7 @@ type ToolRef struct {
 
 func (x *ToolRef) Reset() {
 	*x = ToolRef{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2224,7 @@ func (x *ToolRef) String() string {
 func (*ToolRef) ProtoMessage() {}
 
 func (x *ToolRef) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2237,7 @@ func (x *ToolRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRef.ProtoReflect.Descriptor instead.
 func (*ToolRef) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{26}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ToolRef) GetName() string {
@@ -2190,7 +2272,7 @@ type FilterToolsRequest struct {
 
 func (x *FilterToolsRequest) Reset() {
 	*x = FilterToolsRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[27]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2284,7 @@ func (x *FilterToolsRequest) String() string {
 func (*FilterToolsRequest) ProtoMessage() {}
 
 func (x *FilterToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[27]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2297,7 @@ func (x *FilterToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterToolsRequest.ProtoReflect.Descriptor instead.
 func (*FilterToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{27}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FilterToolsRequest) GetAgentId() string {
@@ -2254,7 +2336,7 @@ type FilterToolsResponse struct {
 
 func (x *FilterToolsResponse) Reset() {
 	*x = FilterToolsResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[28]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2348,7 @@ func (x *FilterToolsResponse) String() string {
 func (*FilterToolsResponse) ProtoMessage() {}
 
 func (x *FilterToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[28]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2361,7 @@ func (x *FilterToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterToolsResponse.ProtoReflect.Descriptor instead.
 func (*FilterToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{28}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FilterToolsResponse) GetVisible() []*ToolRef {
@@ -2320,7 +2402,7 @@ type HiddenTool struct {
 
 func (x *HiddenTool) Reset() {
 	*x = HiddenTool{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[29]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2414,7 @@ func (x *HiddenTool) String() string {
 func (*HiddenTool) ProtoMessage() {}
 
 func (x *HiddenTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[29]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2427,7 @@ func (x *HiddenTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HiddenTool.ProtoReflect.Descriptor instead.
 func (*HiddenTool) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{29}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HiddenTool) GetTool() *ToolRef {
@@ -2367,7 +2449,7 @@ var File_toolpdp_v1_toolpdp_proto protoreflect.FileDescriptor
 const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\n" +
 	"\x18toolpdp/v1/toolpdp.proto\x12\n" +
-	"toolpdp.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xd5\x03\n" +
+	"toolpdp.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xf1\x03\n" +
 	"\rDecideRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
@@ -2379,7 +2461,9 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x03env\x18\a \x03(\v2\".toolpdp.v1.DecideRequest.EnvEntryR\x03env\x12F\n" +
 	"\x10execution_policy\x18\b \x01(\v2\x1b.toolpdp.v1.ExecutionPolicyR\x0fexecutionPolicy\x12\x17\n" +
 	"\acall_id\x18\t \x01(\tR\x06callId\x12'\n" +
-	"\x0ftool_definition\x18\x14 \x01(\tR\x0etoolDefinition\x1a6\n" +
+	"\x0ftool_definition\x18\x14 \x01(\tR\x0etoolDefinition\x12\x1a\n" +
+	"\bconfined\x18\n" +
+	" \x01(\bR\bconfined\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xec\x02\n" +
@@ -2406,7 +2490,7 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x04axis\x18\x01 \x01(\tR\x04axis\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12,\n" +
 	"\x06effect\x18\x03 \x01(\x0e2\x14.toolpdp.v1.DecisionR\x06effect\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\x83\x03\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xb6\x03\n" +
 	"\tExecution\x120\n" +
 	"\x03env\x18\x01 \x03(\v2\x1e.toolpdp.v1.Execution.EnvEntryR\x03env\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12!\n" +
@@ -2417,10 +2501,17 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"writePaths\x12\x18\n" +
 	"\anetwork\x18\x06 \x01(\tR\anetwork\x12&\n" +
 	"\x0fread_only_names\x18\a \x03(\tR\rreadOnlyNames\x12)\n" +
-	"\x10unreadable_names\x18\b \x03(\tR\x0funreadableNames\x1a6\n" +
+	"\x10unreadable_names\x18\b \x03(\tR\x0funreadableNames\x121\n" +
+	"\x14confinement_required\x18\n" +
+	" \x01(\bR\x13confinementRequired\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"d\n" +
+	"\x13GetExecutionRequest\x12\x1f\n" +
+	"\vdecision_id\x18\x01 \x01(\tR\n" +
+	"decisionId\x12\x18\n" +
+	"\acommand\x18\x02 \x01(\tR\acommand\x12\x12\n" +
+	"\x04argv\x18\x03 \x03(\tR\x04argv\"\xd0\x01\n" +
 	"\x0fExecutionPolicy\x12%\n" +
 	"\x03env\x18\x01 \x01(\v2\x13.toolpdp.v1.EnvSpecR\x03env\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x123\n" +
@@ -2581,7 +2672,7 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x15ASK_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ASK_STATE_PENDING\x10\x01\x12\x16\n" +
 	"\x12ASK_STATE_ANSWERED\x10\x02\x12\x15\n" +
-	"\x11ASK_STATE_EXPIRED\x10\x032\xcc\x05\n" +
+	"\x11ASK_STATE_EXPIRED\x10\x032\x94\x06\n" +
 	"\x0fDecisionService\x12?\n" +
 	"\x06Decide\x12\x19.toolpdp.v1.DecideRequest\x1a\x1a.toolpdp.v1.DecideResponse\x12B\n" +
 	"\aConfirm\x12\x1a.toolpdp.v1.ConfirmRequest\x1a\x1b.toolpdp.v1.ConfirmResponse\x12Q\n" +
@@ -2592,7 +2683,8 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\vListPending\x12\x1e.toolpdp.v1.ListPendingRequest\x1a\x1f.toolpdp.v1.ListPendingResponse\x12T\n" +
 	"\rAwaitDecision\x12 .toolpdp.v1.AwaitDecisionRequest\x1a!.toolpdp.v1.AwaitDecisionResponse\x12N\n" +
 	"\vFilterTools\x12\x1e.toolpdp.v1.FilterToolsRequest\x1a\x1f.toolpdp.v1.FilterToolsResponse\x12]\n" +
-	"\x10AcceptStateReset\x12#.toolpdp.v1.AcceptStateResetRequest\x1a$.toolpdp.v1.AcceptStateResetResponseB7Z5github.com/toolpdp/toolpdp/proto/toolpdp/v1;toolpdpv1b\x06proto3"
+	"\x10AcceptStateReset\x12#.toolpdp.v1.AcceptStateResetRequest\x1a$.toolpdp.v1.AcceptStateResetResponse\x12F\n" +
+	"\fGetExecution\x12\x1f.toolpdp.v1.GetExecutionRequest\x1a\x15.toolpdp.v1.ExecutionB7Z5github.com/toolpdp/toolpdp/proto/toolpdp/v1;toolpdpv1b\x06proto3"
 
 var (
 	file_toolpdp_v1_toolpdp_proto_rawDescOnce sync.Once
@@ -2607,7 +2699,7 @@ func file_toolpdp_v1_toolpdp_proto_rawDescGZIP() []byte {
 }
 
 var file_toolpdp_v1_toolpdp_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
 	(Category)(0),                    // 0: toolpdp.v1.Category
 	(Decision)(0),                    // 1: toolpdp.v1.Decision
@@ -2617,87 +2709,90 @@ var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
 	(*ToolDefinitionChange)(nil),     // 5: toolpdp.v1.ToolDefinitionChange
 	(*Reason)(nil),                   // 6: toolpdp.v1.Reason
 	(*Execution)(nil),                // 7: toolpdp.v1.Execution
-	(*ExecutionPolicy)(nil),          // 8: toolpdp.v1.ExecutionPolicy
-	(*PathList)(nil),                 // 9: toolpdp.v1.PathList
-	(*EnvSpec)(nil),                  // 10: toolpdp.v1.EnvSpec
-	(*ConfirmRequest)(nil),           // 11: toolpdp.v1.ConfirmRequest
-	(*ConfirmResponse)(nil),          // 12: toolpdp.v1.ConfirmResponse
-	(*ReportResultRequest)(nil),      // 13: toolpdp.v1.ReportResultRequest
-	(*ReportResultResponse)(nil),     // 14: toolpdp.v1.ReportResultResponse
-	(*EndSessionRequest)(nil),        // 15: toolpdp.v1.EndSessionRequest
-	(*EndSessionResponse)(nil),       // 16: toolpdp.v1.EndSessionResponse
-	(*StatusRequest)(nil),            // 17: toolpdp.v1.StatusRequest
-	(*StatusResponse)(nil),           // 18: toolpdp.v1.StatusResponse
-	(*StateStatus)(nil),              // 19: toolpdp.v1.StateStatus
-	(*AcceptStateResetRequest)(nil),  // 20: toolpdp.v1.AcceptStateResetRequest
-	(*AcceptStateResetResponse)(nil), // 21: toolpdp.v1.AcceptStateResetResponse
-	(*SourceStatus)(nil),             // 22: toolpdp.v1.SourceStatus
-	(*BundleStatus)(nil),             // 23: toolpdp.v1.BundleStatus
-	(*ListPendingRequest)(nil),       // 24: toolpdp.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),      // 25: toolpdp.v1.ListPendingResponse
-	(*PendingAsk)(nil),               // 26: toolpdp.v1.PendingAsk
-	(*AwaitDecisionRequest)(nil),     // 27: toolpdp.v1.AwaitDecisionRequest
-	(*AwaitDecisionResponse)(nil),    // 28: toolpdp.v1.AwaitDecisionResponse
-	(*ToolRef)(nil),                  // 29: toolpdp.v1.ToolRef
-	(*FilterToolsRequest)(nil),       // 30: toolpdp.v1.FilterToolsRequest
-	(*FilterToolsResponse)(nil),      // 31: toolpdp.v1.FilterToolsResponse
-	(*HiddenTool)(nil),               // 32: toolpdp.v1.HiddenTool
-	nil,                              // 33: toolpdp.v1.DecideRequest.EnvEntry
-	nil,                              // 34: toolpdp.v1.Execution.EnvEntry
-	nil,                              // 35: toolpdp.v1.PendingAsk.EnvEntry
-	(*structpb.Struct)(nil),          // 36: google.protobuf.Struct
+	(*GetExecutionRequest)(nil),      // 8: toolpdp.v1.GetExecutionRequest
+	(*ExecutionPolicy)(nil),          // 9: toolpdp.v1.ExecutionPolicy
+	(*PathList)(nil),                 // 10: toolpdp.v1.PathList
+	(*EnvSpec)(nil),                  // 11: toolpdp.v1.EnvSpec
+	(*ConfirmRequest)(nil),           // 12: toolpdp.v1.ConfirmRequest
+	(*ConfirmResponse)(nil),          // 13: toolpdp.v1.ConfirmResponse
+	(*ReportResultRequest)(nil),      // 14: toolpdp.v1.ReportResultRequest
+	(*ReportResultResponse)(nil),     // 15: toolpdp.v1.ReportResultResponse
+	(*EndSessionRequest)(nil),        // 16: toolpdp.v1.EndSessionRequest
+	(*EndSessionResponse)(nil),       // 17: toolpdp.v1.EndSessionResponse
+	(*StatusRequest)(nil),            // 18: toolpdp.v1.StatusRequest
+	(*StatusResponse)(nil),           // 19: toolpdp.v1.StatusResponse
+	(*StateStatus)(nil),              // 20: toolpdp.v1.StateStatus
+	(*AcceptStateResetRequest)(nil),  // 21: toolpdp.v1.AcceptStateResetRequest
+	(*AcceptStateResetResponse)(nil), // 22: toolpdp.v1.AcceptStateResetResponse
+	(*SourceStatus)(nil),             // 23: toolpdp.v1.SourceStatus
+	(*BundleStatus)(nil),             // 24: toolpdp.v1.BundleStatus
+	(*ListPendingRequest)(nil),       // 25: toolpdp.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),      // 26: toolpdp.v1.ListPendingResponse
+	(*PendingAsk)(nil),               // 27: toolpdp.v1.PendingAsk
+	(*AwaitDecisionRequest)(nil),     // 28: toolpdp.v1.AwaitDecisionRequest
+	(*AwaitDecisionResponse)(nil),    // 29: toolpdp.v1.AwaitDecisionResponse
+	(*ToolRef)(nil),                  // 30: toolpdp.v1.ToolRef
+	(*FilterToolsRequest)(nil),       // 31: toolpdp.v1.FilterToolsRequest
+	(*FilterToolsResponse)(nil),      // 32: toolpdp.v1.FilterToolsResponse
+	(*HiddenTool)(nil),               // 33: toolpdp.v1.HiddenTool
+	nil,                              // 34: toolpdp.v1.DecideRequest.EnvEntry
+	nil,                              // 35: toolpdp.v1.Execution.EnvEntry
+	nil,                              // 36: toolpdp.v1.PendingAsk.EnvEntry
+	(*structpb.Struct)(nil),          // 37: google.protobuf.Struct
 }
 var file_toolpdp_v1_toolpdp_proto_depIdxs = []int32{
 	0,  // 0: toolpdp.v1.DecideRequest.category:type_name -> toolpdp.v1.Category
-	36, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
-	33, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
-	8,  // 3: toolpdp.v1.DecideRequest.execution_policy:type_name -> toolpdp.v1.ExecutionPolicy
+	37, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
+	34, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
+	9,  // 3: toolpdp.v1.DecideRequest.execution_policy:type_name -> toolpdp.v1.ExecutionPolicy
 	1,  // 4: toolpdp.v1.DecideResponse.decision:type_name -> toolpdp.v1.Decision
 	6,  // 5: toolpdp.v1.DecideResponse.reasons:type_name -> toolpdp.v1.Reason
 	7,  // 6: toolpdp.v1.DecideResponse.execution:type_name -> toolpdp.v1.Execution
 	5,  // 7: toolpdp.v1.DecideResponse.definition_change:type_name -> toolpdp.v1.ToolDefinitionChange
 	1,  // 8: toolpdp.v1.Reason.effect:type_name -> toolpdp.v1.Decision
-	34, // 9: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
-	9,  // 10: toolpdp.v1.Execution.read_paths:type_name -> toolpdp.v1.PathList
-	9,  // 11: toolpdp.v1.Execution.write_paths:type_name -> toolpdp.v1.PathList
-	10, // 12: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
-	9,  // 13: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
-	9,  // 14: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
+	35, // 9: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
+	10, // 10: toolpdp.v1.Execution.read_paths:type_name -> toolpdp.v1.PathList
+	10, // 11: toolpdp.v1.Execution.write_paths:type_name -> toolpdp.v1.PathList
+	11, // 12: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
+	10, // 13: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
+	10, // 14: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
 	1,  // 15: toolpdp.v1.ConfirmResponse.decision:type_name -> toolpdp.v1.Decision
-	23, // 16: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
-	22, // 17: toolpdp.v1.StatusResponse.sources:type_name -> toolpdp.v1.SourceStatus
-	19, // 18: toolpdp.v1.StatusResponse.state:type_name -> toolpdp.v1.StateStatus
-	26, // 19: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
+	24, // 16: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
+	23, // 17: toolpdp.v1.StatusResponse.sources:type_name -> toolpdp.v1.SourceStatus
+	20, // 18: toolpdp.v1.StatusResponse.state:type_name -> toolpdp.v1.StateStatus
+	27, // 19: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
 	6,  // 20: toolpdp.v1.PendingAsk.reasons:type_name -> toolpdp.v1.Reason
-	35, // 21: toolpdp.v1.PendingAsk.env:type_name -> toolpdp.v1.PendingAsk.EnvEntry
+	36, // 21: toolpdp.v1.PendingAsk.env:type_name -> toolpdp.v1.PendingAsk.EnvEntry
 	5,  // 22: toolpdp.v1.PendingAsk.definition_change:type_name -> toolpdp.v1.ToolDefinitionChange
 	2,  // 23: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
 	1,  // 24: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
 	7,  // 25: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
-	29, // 26: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
-	29, // 27: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
-	32, // 28: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
-	29, // 29: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
+	30, // 26: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
+	30, // 27: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
+	33, // 28: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
+	30, // 29: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
 	3,  // 30: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
-	11, // 31: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
-	13, // 32: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
-	15, // 33: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
-	17, // 34: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
-	24, // 35: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
-	27, // 36: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
-	30, // 37: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
-	20, // 38: toolpdp.v1.DecisionService.AcceptStateReset:input_type -> toolpdp.v1.AcceptStateResetRequest
-	4,  // 39: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
-	12, // 40: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
-	14, // 41: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
-	16, // 42: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
-	18, // 43: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
-	25, // 44: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
-	28, // 45: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
-	31, // 46: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
-	21, // 47: toolpdp.v1.DecisionService.AcceptStateReset:output_type -> toolpdp.v1.AcceptStateResetResponse
-	39, // [39:48] is the sub-list for method output_type
-	30, // [30:39] is the sub-list for method input_type
+	12, // 31: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
+	14, // 32: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
+	16, // 33: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
+	18, // 34: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
+	25, // 35: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
+	28, // 36: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
+	31, // 37: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
+	21, // 38: toolpdp.v1.DecisionService.AcceptStateReset:input_type -> toolpdp.v1.AcceptStateResetRequest
+	8,  // 39: toolpdp.v1.DecisionService.GetExecution:input_type -> toolpdp.v1.GetExecutionRequest
+	4,  // 40: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
+	13, // 41: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
+	15, // 42: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
+	17, // 43: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
+	19, // 44: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
+	26, // 45: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
+	29, // 46: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
+	32, // 47: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
+	22, // 48: toolpdp.v1.DecisionService.AcceptStateReset:output_type -> toolpdp.v1.AcceptStateResetResponse
+	7,  // 49: toolpdp.v1.DecisionService.GetExecution:output_type -> toolpdp.v1.Execution
+	40, // [40:50] is the sub-list for method output_type
+	30, // [30:40] is the sub-list for method input_type
 	30, // [30:30] is the sub-list for extension type_name
 	30, // [30:30] is the sub-list for extension extendee
 	0,  // [0:30] is the sub-list for field type_name
@@ -2714,7 +2809,7 @@ func file_toolpdp_v1_toolpdp_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolpdp_v1_toolpdp_proto_rawDesc), len(file_toolpdp_v1_toolpdp_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	DecisionService_AwaitDecision_FullMethodName    = "/toolpdp.v1.DecisionService/AwaitDecision"
 	DecisionService_FilterTools_FullMethodName      = "/toolpdp.v1.DecisionService/FilterTools"
 	DecisionService_AcceptStateReset_FullMethodName = "/toolpdp.v1.DecisionService/AcceptStateReset"
+	DecisionService_GetExecution_FullMethodName     = "/toolpdp.v1.DecisionService/GetExecution"
 )
 
 // DecisionServiceClient is the client API for DecisionService service.
@@ -66,6 +67,15 @@ type DecisionServiceClient interface {
 	// start afresh, on every replica sharing the store. Served on the
 	// approver's address only, like Confirm.
 	AcceptStateReset(ctx context.Context, in *AcceptStateResetRequest, opts ...grpc.CallOption) (*AcceptStateResetResponse, error)
+	// GetExecution hands a confined run the execution of the allow it runs
+	// under, once per decision: only for an allowed shell call whose command
+	// (or argv) is exactly the one decided, in the decision's workspace and
+	// agent, while the session's pin holds and within the server's
+	// --execution-ttl of the decision. Refused otherwise: NOT_FOUND (no such
+	// allow here, or its time is past), FAILED_PRECONDITION (not a shell
+	// call's allow, fetched already, or the pin is gone), PERMISSION_DENIED
+	// (another command, or the newest guardrails deny it now).
+	GetExecution(ctx context.Context, in *GetExecutionRequest, opts ...grpc.CallOption) (*Execution, error)
 }
 
 type decisionServiceClient struct {
@@ -166,6 +176,16 @@ func (c *decisionServiceClient) AcceptStateReset(ctx context.Context, in *Accept
 	return out, nil
 }
 
+func (c *decisionServiceClient) GetExecution(ctx context.Context, in *GetExecutionRequest, opts ...grpc.CallOption) (*Execution, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Execution)
+	err := c.cc.Invoke(ctx, DecisionService_GetExecution_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DecisionServiceServer is the server API for DecisionService service.
 // All implementations must embed UnimplementedDecisionServiceServer
 // for forward compatibility.
@@ -198,6 +218,15 @@ type DecisionServiceServer interface {
 	// start afresh, on every replica sharing the store. Served on the
 	// approver's address only, like Confirm.
 	AcceptStateReset(context.Context, *AcceptStateResetRequest) (*AcceptStateResetResponse, error)
+	// GetExecution hands a confined run the execution of the allow it runs
+	// under, once per decision: only for an allowed shell call whose command
+	// (or argv) is exactly the one decided, in the decision's workspace and
+	// agent, while the session's pin holds and within the server's
+	// --execution-ttl of the decision. Refused otherwise: NOT_FOUND (no such
+	// allow here, or its time is past), FAILED_PRECONDITION (not a shell
+	// call's allow, fetched already, or the pin is gone), PERMISSION_DENIED
+	// (another command, or the newest guardrails deny it now).
+	GetExecution(context.Context, *GetExecutionRequest) (*Execution, error)
 	mustEmbedUnimplementedDecisionServiceServer()
 }
 
@@ -234,6 +263,9 @@ func (UnimplementedDecisionServiceServer) FilterTools(context.Context, *FilterTo
 }
 func (UnimplementedDecisionServiceServer) AcceptStateReset(context.Context, *AcceptStateResetRequest) (*AcceptStateResetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AcceptStateReset not implemented")
+}
+func (UnimplementedDecisionServiceServer) GetExecution(context.Context, *GetExecutionRequest) (*Execution, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetExecution not implemented")
 }
 func (UnimplementedDecisionServiceServer) mustEmbedUnimplementedDecisionServiceServer() {}
 func (UnimplementedDecisionServiceServer) testEmbeddedByValue()                         {}
@@ -418,6 +450,24 @@ func _DecisionService_AcceptStateReset_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DecisionService_GetExecution_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetExecutionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DecisionServiceServer).GetExecution(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DecisionService_GetExecution_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DecisionServiceServer).GetExecution(ctx, req.(*GetExecutionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DecisionService_ServiceDesc is the grpc.ServiceDesc for DecisionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -460,6 +510,10 @@ var DecisionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AcceptStateReset",
 			Handler:    _DecisionService_AcceptStateReset_Handler,
+		},
+		{
+			MethodName: "GetExecution",
+			Handler:    _DecisionService_GetExecution_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

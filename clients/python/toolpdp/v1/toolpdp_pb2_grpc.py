@@ -60,6 +60,11 @@ class DecisionServiceStub(object):
                 request_serializer=toolpdp_dot_v1_dot_toolpdp__pb2.AcceptStateResetRequest.SerializeToString,
                 response_deserializer=toolpdp_dot_v1_dot_toolpdp__pb2.AcceptStateResetResponse.FromString,
                 )
+        self.GetExecution = channel.unary_unary(
+                '/toolpdp.v1.DecisionService/GetExecution',
+                request_serializer=toolpdp_dot_v1_dot_toolpdp__pb2.GetExecutionRequest.SerializeToString,
+                response_deserializer=toolpdp_dot_v1_dot_toolpdp__pb2.Execution.FromString,
+                )
 
 
 class DecisionServiceServicer(object):
@@ -137,6 +142,20 @@ class DecisionServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetExecution(self, request, context):
+        """GetExecution hands a confined run the execution of the allow it runs
+        under, once per decision: only for an allowed shell call whose command
+        (or argv) is exactly the one decided, in the decision's workspace and
+        agent, while the session's pin holds and within the server's
+        --execution-ttl of the decision. Refused otherwise: NOT_FOUND (no such
+        allow here, or its time is past), FAILED_PRECONDITION (not a shell
+        call's allow, fetched already, or the pin is gone), PERMISSION_DENIED
+        (another command, or the newest guardrails deny it now).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DecisionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -184,6 +203,11 @@ def add_DecisionServiceServicer_to_server(servicer, server):
                     servicer.AcceptStateReset,
                     request_deserializer=toolpdp_dot_v1_dot_toolpdp__pb2.AcceptStateResetRequest.FromString,
                     response_serializer=toolpdp_dot_v1_dot_toolpdp__pb2.AcceptStateResetResponse.SerializeToString,
+            ),
+            'GetExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetExecution,
+                    request_deserializer=toolpdp_dot_v1_dot_toolpdp__pb2.GetExecutionRequest.FromString,
+                    response_serializer=toolpdp_dot_v1_dot_toolpdp__pb2.Execution.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -346,5 +370,22 @@ class DecisionService(object):
         return grpc.experimental.unary_unary(request, target, '/toolpdp.v1.DecisionService/AcceptStateReset',
             toolpdp_dot_v1_dot_toolpdp__pb2.AcceptStateResetRequest.SerializeToString,
             toolpdp_dot_v1_dot_toolpdp__pb2.AcceptStateResetResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolpdp.v1.DecisionService/GetExecution',
+            toolpdp_dot_v1_dot_toolpdp__pb2.GetExecutionRequest.SerializeToString,
+            toolpdp_dot_v1_dot_toolpdp__pb2.Execution.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -86,9 +86,29 @@ most_restrictive(rs) := "deny" if {
 
 sorted(s) := [r | some r in s]
 
+# execution is what a shell tool runs with; a decision that relied on the
+# call running confined (a reason "confined", or an agent that requires
+# it) says so, and the client must not run it otherwise.
 default execution := {}
 
-execution := scope.execution
+execution := object.union(scope_execution, {"confinement_required": true}) if {
+	relies_on_confinement
+} else := scope.execution
+
+default scope_execution := {}
+
+scope_execution := scope.execution
+
+relies_on_confinement if {
+	input.confinement.confined
+	input.confinement.mode == "required"
+}
+
+relies_on_confinement if {
+	input.confinement.confined
+	some r in guardrails.reasons
+	r.rule == "confined"
+}
 
 # With permission_callback false nobody can confirm (an agent
 # without a callback runs its ask tools unchecked): the permission axis's ask becomes allow, and an ask

@@ -165,3 +165,43 @@ test_quiet_path_equals_combined if {
 		r == decision.combined with input as c
 	}
 }
+
+# Confinement: a required agent denies a shell call not sent confined;
+# a decision that relied on confinement says so in its execution.
+confining(mode) := {
+	"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}],
+	"execution_policy": {"cwd": "/w/p", "read_paths": ["/w/p"], "write_paths": ["/w/p"], "network": "none", "confinement": mode},
+	"guardrails": {"deny_commands": ["curl"]},
+}
+
+confined_call(mode, confined, command) := {
+	"tool_name": "Bash",
+	"policy": {"cwd": "/w/p", "read_paths": ["/w/p"], "write_paths": ["/w/p"], "network": "none"},
+	"scope": {"read": ["/w/p"], "write": ["/w/p"]},
+	"confinement": {"mode": mode, "confined": confined, "homes": ["/home/u"]},
+	"command": object.union({"leaves": [], "matches": [], "unseen": [], "protected": [], "network": [], "network_uses": [], "error": "", "missing": false, "guarded": true}, command),
+}
+
+test_required_confinement_denies_an_unconfined_shell_call if {
+	r := result(confining("required"), confined_call("required", false, {}))
+	r.decision == "deny"
+	some x in r.reasons
+	x.rule == "confinement_required"
+	contains(r.message, "must run confined")
+	ok := result(confining("required"), confined_call("required", true, {}))
+	ok.decision == "allow"
+	ok.execution.confinement_required == true
+}
+
+test_a_decision_relying_on_confinement_says_so if {
+	unseen := {"unseen": [{"construct": "eval", "text": "eval x"}]}
+	r := result(confining("trusted"), confined_call("trusted", true, unseen))
+	r.decision == "allow"
+	r.execution.confinement_required == true
+	plain := result(confining("trusted"), confined_call("trusted", true, {}))
+	plain.decision == "allow"
+	not plain.execution.confinement_required
+	off := result(confining("off"), confined_call("off", false, unseen))
+	off.decision == "ask"
+	not off.execution.confinement_required
+}

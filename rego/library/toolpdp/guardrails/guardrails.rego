@@ -49,7 +49,56 @@ reasons contains reason("ask_commands", "ask", sprintf("command %q needs a perso
 reasons contains reason("unseen_execution", "ask", sprintf("command %q runs code toolpdp cannot check (%s): a person must confirm it", [text.clip(u.text), u.construct])) if {
 	input.command.guarded
 	some u in input.command.unseen
+	not held
 }
+
+# A call that will run confined (toolpdp exec, with the execution of this
+# decision) is held by the kernel: what an unseen construct runs can reach
+# only the files, network and processes the execution binds. So where the
+# agent's definition trusts confined calls and the execution binds all of
+# them, an unseen construct is allowed, and says so. A program asked about
+# by name (ask_commands) is no effect the kernel can hold: with any, the
+# construct stays an ask.
+reasons contains reason("confined", "allow", sprintf("command %q runs code toolpdp cannot check (%s); it runs confined, so the kernel holds what it can reach", [text.clip(u.text), u.construct])) if {
+	input.command.guarded
+	some u in input.command.unseen
+	held
+}
+
+# held: the call runs confined, trusted by its agent's definition, and
+# its execution binds files, network and processes: read and write roots
+# both set, no write root that is / or holds a home directory, no network
+# (or network decided per connection), and no ask_commands in force.
+held if {
+	input.confinement.confined
+	binds_files
+	binds_network
+	count(object.get(input.guardrails, "ask_commands", [])) == 0
+}
+
+binds_files if {
+	is_array(input.scope.read)
+	is_array(input.scope.write)
+	every root in input.scope.write {
+		not holds_home(root)
+	}
+}
+
+# holds_home: the root is /, or a home directory is the root or below it.
+holds_home(root) if trim_suffix(root, "/") == ""
+
+holds_home(root) if {
+	some home in input.confinement.homes
+	below_or_at(home, root)
+}
+
+below_or_at(path, root) if path == root
+
+below_or_at(path, root) if startswith(path, concat("", [trim_suffix(root, "/"), "/"]))
+
+binds_network if network_forbidden
+
+binds_network if input.policy.network == "rules"
 
 reasons contains reason("unseen_execution", "ask", sprintf("the command cannot be checked (%s): a person must confirm it", [text.clip(input.command.error)])) if {
 	input.command.guarded
@@ -95,12 +144,35 @@ reasons contains reason("protected_paths", "deny", sprintf("searching %q is deni
 reasons contains reason("protected_paths", "ask", sprintf("%s %q reaches %q, a protected path (version control, agent configuration or a protected_paths entry): a person must confirm it", [p.what, text.clip(p.word), p.name])) if {
 	some p in input.command.protected
 	p.name != ""
+	not masked(p)
 }
 
 reasons contains reason("protected_paths", "ask", sprintf("%s %q, a name known only at run time, could reach a protected path (version control, agent configuration or a protected_paths entry): a person must confirm it", [p.what, text.clip(p.word)])) if {
 	some p in input.command.protected
 	p.name == ""
+	not masked(p)
 }
+
+# A recursive read (grep -r .) whose only trouble is a protected_paths
+# entry somewhere in its tree reads nothing of it when it runs confined:
+# the kernel masks those names. A read that names the entry itself, and
+# any write, is judged as before.
+reasons contains reason("confined", "allow", sprintf("%s %q reaches %q only as part of the tree it reads; it runs confined, and the kernel masks it", [p.what, text.clip(p.word), name])) if {
+	some p in input.command.protected
+	masked(p)
+	name := masked_name(p)
+}
+
+masked(p) if {
+	p.access == "read"
+	p.tree
+	input.confinement.confined
+	binds_files
+}
+
+masked_name(p) := p.name if p.name != ""
+
+else := "a protected path"
 
 # network_forbidden: the call site's or the agent's execution policy, or
 # a guardrail (which only tightens), says shell tools may not use the

@@ -164,3 +164,104 @@ test_owned_other_shapes_deny if {
 		contains(r.message, "guardrails.team.x")
 	}
 }
+
+# A confined call: its agent trusts confined calls, the execution binds
+# files (read and write roots, none holding a home) and the network.
+boxed := {
+	"confinement": {"mode": "trusted", "confined": true, "homes": ["/home/u"]},
+	"scope": {"read": ["/w/p"], "write": ["/w/p"]},
+	"policy": {"network": "none"},
+}
+
+deny_only := {"guardrails": guardrails.merged({"deny_commands": ["curl"], "protected_paths": [".env"]})}
+
+unseen_gs := {"command": cmd({"unseen": [{"construct": "a script read from stdin", "text": "gs -q -"}]})}
+
+test_confined_unseen_is_allowed_naming_the_construct if {
+	rs := reasons(object.union_n([boxed, deny_only, unseen_gs]))
+	count(rs) == 1
+	some r in rs
+	r.rule == "confined"
+	r.effect == "allow"
+	contains(r.message, "a script read from stdin")
+}
+
+test_unseen_stays_an_ask_unless_every_effect_is_bound if {
+	every change in [
+		{"confinement": {"mode": "trusted", "confined": false, "homes": []}},
+		{"confinement": {"mode": "off", "confined": false, "homes": []}},
+		{"scope": {"write": ["/w/p"]}},
+		{"scope": {"read": ["/w/p"]}},
+		{"scope": {"read": ["/"], "write": ["/"]}},
+		{"scope": {"read": ["/w/p"], "write": ["/home"]}},
+		{"scope": {"read": ["/w/p"], "write": ["/home/u"]}},
+		{"policy": {}},
+		{"guardrails": guardrails.merged({"deny_commands": ["curl"], "ask_commands": ["git push"]})},
+	] {
+		rs := reasons(replaced(object.union_n([boxed, deny_only, unseen_gs]), change))
+		some r in rs
+		r.rule == "unseen_execution"
+		r.effect == "ask"
+		not confined_reason(rs)
+	}
+}
+
+# replaced is base with each key of change replaced whole, not merged.
+replaced(base, change) := object.union(object.remove(base, object.keys(change)), change)
+
+confined_reason(rs) if {
+	some r in rs
+	r.rule == "confined"
+}
+
+test_confined_write_root_below_home_is_bound if {
+	rs := reasons(replaced(object.union_n([boxed, deny_only, unseen_gs]), {"scope": {"read": ["/home/u/p"], "write": ["/home/u/p"]}}))
+	confined_reason(rs)
+	not unseen_reason(rs)
+}
+
+unseen_reason(rs) if {
+	some r in rs
+	r.rule == "unseen_execution"
+}
+
+test_confined_network_rules_bind_the_network if {
+	rs := reasons(object.union_n([boxed, deny_only, unseen_gs, {"policy": {"network": "rules"}}]))
+	confined_reason(rs)
+}
+
+test_confined_keeps_deny_commands_as_spelt if {
+	rs := reasons(object.union_n([boxed, deny_only, {"command": cmd({"matches": [match("deny", "curl", ["curl", "x"], true)]})}]))
+	some r in rs
+	r.rule == "deny_commands"
+	r.effect == "deny"
+}
+
+tree_read := {"access": "read", "word": ".", "name": ".env", "what": "grep reading", "text": "grep -rn TODO .", "certain": false, "tree": true}
+
+test_confined_recursive_read_reaching_a_protected_entry_is_allowed if {
+	rs := reasons(object.union_n([boxed, deny_only, {"command": cmd({"protected": [tree_read]})}]))
+	count(rs) == 1
+	some r in rs
+	r.rule == "confined"
+	r.effect == "allow"
+	contains(r.message, ".env")
+
+	# ask_commands do not matter to a read the kernel masks
+	with_ask := {"guardrails": guardrails.merged({"ask_commands": ["git push"], "protected_paths": [".env"]})}
+	confined_reason(reasons(replaced(object.union_n([boxed, deny_only, {"command": cmd({"protected": [tree_read]})}]), with_ask)))
+}
+
+test_named_protected_read_and_unconfined_tree_read_still_ask if {
+	named := object.union(tree_read, {"word": ".env", "tree": false, "certain": true})
+	some r in reasons(object.union_n([boxed, deny_only, {"command": cmd({"protected": [named]})}]))
+	r.rule == "protected_paths"
+	r.effect == "ask"
+	unconfined := {"confinement": {"mode": "trusted", "confined": false, "homes": []}}
+	some a in reasons(replaced(object.union_n([boxed, deny_only, {"command": cmd({"protected": [tree_read]})}]), unconfined))
+	a.rule == "protected_paths"
+	a.effect == "ask"
+	write := object.union(tree_read, {"access": "write", "name": ".git"})
+	some w in reasons(object.union_n([boxed, deny_only, {"command": cmd({"protected": [write]})}]))
+	w.rule == "protected_paths"
+}

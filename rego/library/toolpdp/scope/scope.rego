@@ -17,6 +17,14 @@ default policy := {}
 
 policy := input.policy
 
+# An agent whose definition requires confinement runs no shell call that
+# does not say it will run confined (through toolpdp exec).
+reasons contains deny("confinement_required", sprintf("%s must run confined: this agent's execution_policy.confinement is \"required\", and the call was not sent as one that runs through toolpdp exec", [input.tool_name])) if {
+	input.server == ""
+	input.confinement.mode == "required"
+	not input.confinement.confined
+}
+
 # A path that cannot be a path (NUL byte, not a string) is refused anywhere.
 reasons contains deny(sprintf("paths.%s", [p.arg]), sprintf("%s is not a valid path: %s", [describe_invalid(p), text.clip(p.error)])) if {
 	some p in input.paths
