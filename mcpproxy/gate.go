@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,6 +166,12 @@ func (s *session) fromClient(ctx context.Context, m jsonrpc.Message) {
 // clientNotification forwards a notification; a cancellation of a call the
 // proxy holds ends its wait.
 func (s *session) clientNotification(m *jsonrpc.Request) {
+	if !strings.HasPrefix(m.Method, "notifications/") {
+		// A call without an id (tools/call as a notification, "id": null)
+		// would reach the server undecided, and a server may run it.
+		s.cfg.Log.Warn("a request without an id was dropped: only notifications/* pass without one, and a call must carry an id to be decided", "method", clip(m.Method, 100))
+		return
+	}
 	if m.Method == "notifications/cancelled" {
 		var p struct {
 			RequestID any `json:"requestId"`

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -32,6 +33,10 @@ func readClient(b []byte) (msg jsonrpc.Message, refusal *jsonrpc.Response, err e
 		err = fmt.Errorf("the message was refused and not forwarded: %w", serr)
 		msg, refusal = refuseEnvelope(trimmed, err)
 		return msg, refusal, err
+	}
+	if why := idProblem(trimmed); why != "" {
+		err = fmt.Errorf("the message was refused and not forwarded: id: %s", why)
+		return nil, &jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpcInvalidRequest, Message: err.Error()}}, err
 	}
 	msg, derr := jsonrpc.DecodeMessage(trimmed)
 	if derr != nil {
@@ -143,4 +148,37 @@ func (s *session) fromServerScreened(ctx context.Context, m jsonrpc.Message) {
 	if pass != nil {
 		s.fromServer(ctx, pass)
 	}
+}
+
+// maxExactID bounds a numeric id: beyond 2^53 a reader may round it.
+const maxExactID = 1 << 53
+
+// idProblem says why a message's id cannot be kept as written, if it
+// cannot: a number that is not an integer within ±2^53 would be read as
+// another id (1.5 as 1, 2^53+1 as 2^53), so an answer would be matched to
+// another request; null is no id a request can be answered under.
+func idProblem(b []byte) string {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(b, &top) != nil {
+		return ""
+	}
+	raw, ok := top["id"]
+	if !ok {
+		return ""
+	}
+	t := strings.TrimSpace(string(raw))
+	switch {
+	case t == "null":
+		if _, isRequest := top["method"]; isRequest {
+			return "null: a request needs an id to be answered under, and a notification has none"
+		}
+		return ""
+	case t == "" || t[0] == '"' || t[0] == '{' || t[0] == '[' || t == "true" || t == "false":
+		return ""
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || strings.ContainsAny(t, ".eE+") || n > maxExactID || n < -maxExactID {
+		return fmt.Sprintf("%s is not an integer within ±2^53: it would be read as another id", clip(t, 40))
+	}
+	return ""
 }

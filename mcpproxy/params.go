@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,9 +140,10 @@ func (c *call) progressToken() any {
 	return c.meta["progressToken"]
 }
 
-// toStruct converts strict values for the policy. A number is the nearest
-// float64 (what the server's JSON reader makes of it too); one beyond
-// float64's range is refused rather than decided as infinity.
+// toStruct converts strict values for the policy, which reads numbers as
+// float64. An integer float64 cannot hold exactly is refused rather than
+// rounded: a server reading integers exactly (Python's int) would act on
+// another value than the one decided (2^53+1 decided as 2^53).
 func toStruct(m map[string]any, path string) (*structpb.Struct, error) {
 	s := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(m))}
 	for k, v := range m {
@@ -166,6 +168,9 @@ func toValue(v any, path string) (*structpb.Value, error) {
 		f, err := strconv.ParseFloat(string(v), 64)
 		if err != nil || math.IsInf(f, 0) {
 			return nil, fmt.Errorf("%s: the number %s is beyond what the policy can read", path, clip(string(v), 40))
+		}
+		if !exactFloat(string(v), f) {
+			return nil, fmt.Errorf("%s: the number %s cannot be decided exactly (it is not a 64-bit float's value): send it as a string, or round it", path, clip(string(v), 40))
 		}
 		return structpb.NewNumberValue(f), nil
 	case []any:
@@ -192,3 +197,23 @@ const (
 	jsonrpcInvalidRequest = -32600
 	jsonrpcInvalidParams  = -32602
 )
+
+// exactFloat reports whether an integer literal is exactly f: servers
+// read integers exactly (Python's int, Go's int64), while a literal with a
+// fraction or an exponent is read as the same float64 by servers that
+// read floats. (A server reading decimals exactly may still see more
+// digits than were decided.)
+func exactFloat(literal string, f float64) bool {
+	if strings.ContainsAny(literal, ".eE") {
+		return true
+	}
+	if len(literal) > 400 {
+		return false
+	}
+	want, ok := new(big.Int).SetString(literal, 10)
+	if !ok {
+		return false
+	}
+	got, acc := big.NewFloat(f).Int(nil)
+	return acc == big.Exact && want.Cmp(got) == 0
+}

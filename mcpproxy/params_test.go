@@ -29,6 +29,8 @@ func TestDecodeCallRefuses(t *testing.T) {
 		{"tools/call", `{"name":"echo","arguments":[1]}`, jsonrpcInvalidParams, "params.arguments: not an object"},
 		{"tools/call", `{"name":"echo","arguments":{"n":1e999}}`, jsonrpcInvalidParams, "arguments.n: the number 1e999"},
 		{"resources/read", `{}`, jsonrpcInvalidParams, "params.uri: required"},
+		{"tools/call", `{"name":"get-sum","arguments":{"a":9007199254740993,"b":1}}`, jsonrpcInvalidParams, "arguments.a: the number 9007199254740993 cannot be decided exactly"},
+		{"tools/call", `{"name":"get-sum","arguments":{"a":[12345678901234567890123]}}`, jsonrpcInvalidParams, "cannot be decided exactly"},
 	} {
 		call, err := decodeCall(c.method, json.RawMessage(c.params))
 		if err == nil {
@@ -138,6 +140,11 @@ func TestReadClientRefusals(t *testing.T) {
 		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"REQUESTID":2}}`, "", ""},
 		{`{"jsonrpc":"2.0","id":"e1","result":{"action":"accept","ACTION":"decline"}}`, "e1", ""},
 		{`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, "", "-"},
+		// Ids that would be read as another id, and null.
+		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, "", "-"},
+		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, "", "-"},
+		{`{"jsonrpc":"2.0","id":1e0,"method":"ping"}`, "", "-"},
+		{`{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"echo"}}`, "", "-"},
 	} {
 		m, refusal, err := readClient([]byte(c.in))
 		if err == nil {
