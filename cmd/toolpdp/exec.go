@@ -130,9 +130,13 @@ func specOf(ex *pb.Execution) (confine.Spec, error) {
 	switch ex.GetNetwork() {
 	case "none":
 		s.NoNetwork = true
-	case "":
+	case "", "any":
+	case "rules":
+		// Rules are held only by a proxy deciding each connection; a run
+		// without one would reach every host.
+		return s, errors.New(`execution.network: "rules" needs the per-connection proxy, which this toolpdp exec does not run: the run is refused`)
 	default:
-		return s, errors.New("execution.network: " + fmt.Sprintf("%q is not \"none\" or empty", ex.GetNetwork()))
+		return s, errors.New("execution.network: " + fmt.Sprintf("%q is not \"none\", \"any\", \"rules\" or empty", ex.GetNetwork()))
 	}
 	return s, nil
 }

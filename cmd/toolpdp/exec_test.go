@@ -654,3 +654,14 @@ func FuzzReadExecution(f *testing.F) {
 		}
 	})
 }
+
+// An execution whose network is decided per connection is refused until
+// a proxy holds it: running it would open every host.
+func TestExecRefusesNetworkRulesWithoutProxy(t *testing.T) {
+	if _, err := specOf(&pb.Execution{Network: "rules", NetworkRules: &pb.NetworkRules{Allow: []string{"proxy.golang.org"}}}); err == nil || !strings.Contains(err.Error(), "proxy") {
+		t.Errorf("network rules: %v, want a refusal naming the proxy", err)
+	}
+	if s, err := specOf(&pb.Execution{Network: "any"}); err != nil || s.NoNetwork {
+		t.Errorf("network any: %+v %v, want an unrestricted network", s, err)
+	}
+}

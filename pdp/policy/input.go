@@ -50,6 +50,7 @@ type facts struct {
 	paths      []pathFact
 	globs      []globFact
 	command    *commandFact // nil: not a shell tool
+	network    *networkFact // a Network call's host as the rules decided it; nil otherwise
 }
 
 func gather(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) (*facts, error) {
@@ -120,6 +121,9 @@ func (f *facts) input(snap *Snapshot, whole bool) ast.Value {
 	if f.command != nil {
 		in.Insert(ast.StringTerm("command"), ast.NewTerm(f.command.value(whole || !snap.embedded)))
 	}
+	if f.network != nil {
+		in.Insert(ast.StringTerm("network"), ast.NewTerm(f.network.value()))
+	}
 	return in
 }
 
@@ -137,9 +141,18 @@ func effectivePolicy(agent *Agent, req *pb.DecideRequest) *ExecutionPolicy {
 
 func policyFromProto(p *pb.ExecutionPolicy) *ExecutionPolicy {
 	out := &ExecutionPolicy{Cwd: p.GetCwd(), Network: p.GetNetwork()}
-	if out.Network != "" && out.Network != "none" {
-		// The server refuses such a request; in-process, the strictest reading.
-		out.Network = "none"
+	switch out.Network {
+	case "", NetworkNone, NetworkAny:
+	case NetworkRules:
+		rules, err := netRulesFromProto(p.GetNetworkRules())
+		if err != nil || p.GetNetworkRules() == nil {
+			// The server refuses such a request; in-process, the strictest reading.
+			out.Network = NetworkNone
+			break
+		}
+		out.NetRules = rules
+	default:
+		out.Network = NetworkNone
 	}
 	if e := p.GetEnv(); e != nil {
 		out.Env = &EnvSpec{Mode: e.GetMode(), Names: e.GetNames(), IncludeSafeEnvVars: e.GetIncludeSafeEnvVars()}
@@ -184,6 +197,14 @@ func policyValue(p *ExecutionPolicy) ast.Value {
 	}
 	if p.Network != "" {
 		o.Insert(ast.StringTerm("network"), ast.StringTerm(p.Network))
+	}
+	if p.Network == NetworkRules && p.NetRules != nil {
+		o.Insert(ast.StringTerm("network_rules"), ast.ObjectTerm(
+			item("allow", stringArray(p.NetRules.Allow)),
+			item("ask", stringArray(p.NetRules.Ask)),
+			item("deny", stringArray(p.NetRules.Deny)),
+			item("otherwise", ast.String(p.NetRules.Otherwise)),
+		))
 	}
 	return o
 }

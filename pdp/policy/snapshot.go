@@ -149,7 +149,11 @@ type ExecutionPolicy struct {
 	Cwd        string    `json:"cwd,omitempty"`
 	ReadPaths  *[]string `json:"read_paths,omitempty"`
 	WritePaths *[]string `json:"write_paths,omitempty"`
-	Network    string    `json:"network,omitempty"` // "none" forbids network use; "" is not enforced
+	// Network is "none" (no network use), "any", "rules" (NetRules decide
+	// each new host of a confined run) or "" (not enforced). MarshalJSON
+	// writes both as the definition's one network key.
+	Network  string    `json:"-"`
+	NetRules *NetRules `json:"-"`
 }
 
 // EnvSpec says which variables of the request's env a Bash or Exec call gets.

@@ -248,7 +248,7 @@ func (r *Redis) Decided(ctx context.Context, c *Call, now time.Time) (bool, erro
 	if c.Decision == pb.Decision_DECISION_ASK {
 		ask = 1
 	}
-	v, err := r.run(ctx, decidedScript, now, skey, effect(c.Decision), c.MaxDenials, c.DecisionID, c.Workspace, int(c.Decision), doc,
+	v, err := r.run(ctx, decidedScript, now, skey, effect(c.countedAs(c.Decision)), c.MaxDenials, c.DecisionID, c.Workspace, int(c.Decision), doc,
 		c.size(), cid, sig, ask, r.b.MaxPending, r.maxPendingBytes(), r.b.PendingTTL.Milliseconds(), r.channel())
 	if err != nil {
 		return false, err
@@ -362,7 +362,7 @@ func (r *Redis) Answer(ctx context.Context, id, workspace string, answer func(*C
 	if err != nil {
 		return nil, NotFound, false, err
 	}
-	v, err := r.run(ctx, answerScript, now, id, workspace, int(c.Answer), effect(c.Answer), adoc, r.b.PendingTTL.Milliseconds(),
+	v, err := r.run(ctx, answerScript, now, id, workspace, int(c.Answer), effect(c.countedAs(c.Answer)), adoc, r.b.PendingTTL.Milliseconds(),
 		r.b.MaxPending, r.maxPendingBytes(), r.channel())
 	if err != nil {
 		return nil, NotFound, false, err

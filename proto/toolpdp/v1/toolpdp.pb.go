@@ -458,15 +458,20 @@ type Execution struct {
 	// The effective scopes, resolved, for a confined run; absent: not enforced.
 	ReadPaths  *PathList `protobuf:"bytes,4,opt,name=read_paths,json=readPaths,proto3" json:"read_paths,omitempty"`
 	WritePaths *PathList `protobuf:"bytes,5,opt,name=write_paths,json=writePaths,proto3" json:"write_paths,omitempty"`
-	Network    string    `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"` // "none" when the policy forbids network use; "" when it does not say
+	// "none" when the policy forbids network use, "any" when it allows it all,
+	// "rules" when each new host is decided by network_rules; "" when it does not say.
+	Network string `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"`
 	// The protected names in force, compared as the protected-paths guardrail
 	// compares them: read_only_names stay read-only even inside write_paths
 	// (version control, agent configuration and the protected_paths entries);
 	// unreadable_names (the protected_paths entries) are neither read nor written.
 	ReadOnlyNames   []string `protobuf:"bytes,7,rep,name=read_only_names,json=readOnlyNames,proto3" json:"read_only_names,omitempty"`
 	UnreadableNames []string `protobuf:"bytes,8,rep,name=unreadable_names,json=unreadableNames,proto3" json:"unreadable_names,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The network rules, resolved (names lower-cased, IDNA, no trailing dot;
+	// otherwise filled in): set exactly when network is "rules".
+	NetworkRules  *NetworkRules `protobuf:"bytes,9,opt,name=network_rules,json=networkRules,proto3" json:"network_rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Execution) Reset() {
@@ -555,15 +560,25 @@ func (x *Execution) GetUnreadableNames() []string {
 	return nil
 }
 
+func (x *Execution) GetNetworkRules() *NetworkRules {
+	if x != nil {
+		return x.NetworkRules
+	}
+	return nil
+}
+
 // ExecutionPolicy is the environment axis. Each part is enforced only
 // when present: an unset list is unrestricted, a set but empty list allows nothing.
 type ExecutionPolicy struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Env           *EnvSpec               `protobuf:"bytes,1,opt,name=env,proto3" json:"env,omitempty"`
-	Cwd           string                 `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`
-	ReadPaths     *PathList              `protobuf:"bytes,3,opt,name=read_paths,json=readPaths,proto3" json:"read_paths,omitempty"`
-	WritePaths    *PathList              `protobuf:"bytes,4,opt,name=write_paths,json=writePaths,proto3" json:"write_paths,omitempty"`
-	Network       string                 `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"` // "none" forbids network use to shell tools; "" is not enforced
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Env        *EnvSpec               `protobuf:"bytes,1,opt,name=env,proto3" json:"env,omitempty"`
+	Cwd        string                 `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	ReadPaths  *PathList              `protobuf:"bytes,3,opt,name=read_paths,json=readPaths,proto3" json:"read_paths,omitempty"`
+	WritePaths *PathList              `protobuf:"bytes,4,opt,name=write_paths,json=writePaths,proto3" json:"write_paths,omitempty"`
+	// "none" forbids network use to shell tools, "any" allows it, "rules"
+	// decides each new host by network_rules; "" is not enforced.
+	Network       string        `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"`
+	NetworkRules  *NetworkRules `protobuf:"bytes,6,opt,name=network_rules,json=networkRules,proto3" json:"network_rules,omitempty"` // set exactly when network is "rules"
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -633,6 +648,84 @@ func (x *ExecutionPolicy) GetNetwork() string {
 	return ""
 }
 
+func (x *ExecutionPolicy) GetNetworkRules() *NetworkRules {
+	if x != nil {
+		return x.NetworkRules
+	}
+	return nil
+}
+
+// NetworkRules decide each new host:port of a confined run: deny, then ask,
+// then allow, then otherwise. An entry is a name, *.name (any name below it,
+// not the name itself), an IP address or a CIDR, each with an optional :port.
+type NetworkRules struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Allow         []string               `protobuf:"bytes,1,rep,name=allow,proto3" json:"allow,omitempty"`
+	Ask           []string               `protobuf:"bytes,2,rep,name=ask,proto3" json:"ask,omitempty"`
+	Deny          []string               `protobuf:"bytes,3,rep,name=deny,proto3" json:"deny,omitempty"`
+	Otherwise     string                 `protobuf:"bytes,4,opt,name=otherwise,proto3" json:"otherwise,omitempty"` // "deny" | "ask"; "" means "deny"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkRules) Reset() {
+	*x = NetworkRules{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkRules) ProtoMessage() {}
+
+func (x *NetworkRules) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkRules.ProtoReflect.Descriptor instead.
+func (*NetworkRules) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *NetworkRules) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *NetworkRules) GetAsk() []string {
+	if x != nil {
+		return x.Ask
+	}
+	return nil
+}
+
+func (x *NetworkRules) GetDeny() []string {
+	if x != nil {
+		return x.Deny
+	}
+	return nil
+}
+
+func (x *NetworkRules) GetOtherwise() string {
+	if x != nil {
+		return x.Otherwise
+	}
+	return ""
+}
+
 // PathList wraps a list so that "absent" (not enforced) and "empty" (nothing
 // allowed) stay distinct on the wire.
 type PathList struct {
@@ -644,7 +737,7 @@ type PathList struct {
 
 func (x *PathList) Reset() {
 	*x = PathList{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[5]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +749,7 @@ func (x *PathList) String() string {
 func (*PathList) ProtoMessage() {}
 
 func (x *PathList) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[5]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +762,7 @@ func (x *PathList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathList.ProtoReflect.Descriptor instead.
 func (*PathList) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{5}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PathList) GetPaths() []string {
@@ -690,7 +783,7 @@ type EnvSpec struct {
 
 func (x *EnvSpec) Reset() {
 	*x = EnvSpec{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[6]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +795,7 @@ func (x *EnvSpec) String() string {
 func (*EnvSpec) ProtoMessage() {}
 
 func (x *EnvSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[6]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +808,7 @@ func (x *EnvSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvSpec.ProtoReflect.Descriptor instead.
 func (*EnvSpec) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{6}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EnvSpec) GetMode() string {
@@ -756,7 +849,7 @@ type ConfirmRequest struct {
 
 func (x *ConfirmRequest) Reset() {
 	*x = ConfirmRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +861,7 @@ func (x *ConfirmRequest) String() string {
 func (*ConfirmRequest) ProtoMessage() {}
 
 func (x *ConfirmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +874,7 @@ func (x *ConfirmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{7}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ConfirmRequest) GetDecisionId() string {
@@ -844,7 +937,7 @@ type ConfirmResponse struct {
 
 func (x *ConfirmResponse) Reset() {
 	*x = ConfirmResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +949,7 @@ func (x *ConfirmResponse) String() string {
 func (*ConfirmResponse) ProtoMessage() {}
 
 func (x *ConfirmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +962,7 @@ func (x *ConfirmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{8}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConfirmResponse) GetDecision() Decision {
@@ -909,7 +1002,7 @@ type ReportResultRequest struct {
 
 func (x *ReportResultRequest) Reset() {
 	*x = ReportResultRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1014,7 @@ func (x *ReportResultRequest) String() string {
 func (*ReportResultRequest) ProtoMessage() {}
 
 func (x *ReportResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1027,7 @@ func (x *ReportResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResultRequest.ProtoReflect.Descriptor instead.
 func (*ReportResultRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{9}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReportResultRequest) GetDecisionId() string {
@@ -988,7 +1081,7 @@ type ReportResultResponse struct {
 
 func (x *ReportResultResponse) Reset() {
 	*x = ReportResultResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1093,7 @@ func (x *ReportResultResponse) String() string {
 func (*ReportResultResponse) ProtoMessage() {}
 
 func (x *ReportResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1106,7 @@ func (x *ReportResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResultResponse.ProtoReflect.Descriptor instead.
 func (*ReportResultResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{10}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReportResultResponse) GetHalt() bool {
@@ -1033,7 +1126,7 @@ type EndSessionRequest struct {
 
 func (x *EndSessionRequest) Reset() {
 	*x = EndSessionRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1138,7 @@ func (x *EndSessionRequest) String() string {
 func (*EndSessionRequest) ProtoMessage() {}
 
 func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1151,7 @@ func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionRequest.ProtoReflect.Descriptor instead.
 func (*EndSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{11}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EndSessionRequest) GetAgentId() string {
@@ -1084,7 +1177,7 @@ type EndSessionResponse struct {
 
 func (x *EndSessionResponse) Reset() {
 	*x = EndSessionResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1189,7 @@ func (x *EndSessionResponse) String() string {
 func (*EndSessionResponse) ProtoMessage() {}
 
 func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1202,7 @@ func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionResponse.ProtoReflect.Descriptor instead.
 func (*EndSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{12}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EndSessionResponse) GetFound() bool {
@@ -1127,7 +1220,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1232,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1245,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{13}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{14}
 }
 
 type StatusResponse struct {
@@ -1168,7 +1261,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1273,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1286,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{14}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StatusResponse) GetPolicyRevision() string {
@@ -1246,7 +1339,7 @@ type SourceStatus struct {
 
 func (x *SourceStatus) Reset() {
 	*x = SourceStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1351,7 @@ func (x *SourceStatus) String() string {
 func (*SourceStatus) ProtoMessage() {}
 
 func (x *SourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1364,7 @@ func (x *SourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceStatus.ProtoReflect.Descriptor instead.
 func (*SourceStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{15}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SourceStatus) GetName() string {
@@ -1319,7 +1412,7 @@ type BundleStatus struct {
 
 func (x *BundleStatus) Reset() {
 	*x = BundleStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1424,7 @@ func (x *BundleStatus) String() string {
 func (*BundleStatus) ProtoMessage() {}
 
 func (x *BundleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1437,7 @@ func (x *BundleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleStatus.ProtoReflect.Descriptor instead.
 func (*BundleStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BundleStatus) GetName() string {
@@ -1374,7 +1467,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1479,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1492,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{17}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListPendingRequest) GetAgentId() string {
@@ -1447,7 +1540,7 @@ type ListPendingResponse struct {
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1552,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1565,7 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{18}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListPendingResponse) GetAsks() []*PendingAsk {
@@ -1519,7 +1612,7 @@ type PendingAsk struct {
 
 func (x *PendingAsk) Reset() {
 	*x = PendingAsk{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1624,7 @@ func (x *PendingAsk) String() string {
 func (*PendingAsk) ProtoMessage() {}
 
 func (x *PendingAsk) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1637,7 @@ func (x *PendingAsk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingAsk.ProtoReflect.Descriptor instead.
 func (*PendingAsk) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{19}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PendingAsk) GetDecisionId() string {
@@ -1681,7 +1774,7 @@ type AwaitDecisionRequest struct {
 
 func (x *AwaitDecisionRequest) Reset() {
 	*x = AwaitDecisionRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1786,7 @@ func (x *AwaitDecisionRequest) String() string {
 func (*AwaitDecisionRequest) ProtoMessage() {}
 
 func (x *AwaitDecisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1799,7 @@ func (x *AwaitDecisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitDecisionRequest.ProtoReflect.Descriptor instead.
 func (*AwaitDecisionRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{20}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AwaitDecisionRequest) GetDecisionId() string {
@@ -1758,7 +1851,7 @@ type AwaitDecisionResponse struct {
 
 func (x *AwaitDecisionResponse) Reset() {
 	*x = AwaitDecisionResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +1863,7 @@ func (x *AwaitDecisionResponse) String() string {
 func (*AwaitDecisionResponse) ProtoMessage() {}
 
 func (x *AwaitDecisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +1876,7 @@ func (x *AwaitDecisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitDecisionResponse.ProtoReflect.Descriptor instead.
 func (*AwaitDecisionResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{21}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AwaitDecisionResponse) GetState() AskState {
@@ -1838,7 +1931,7 @@ type ToolRef struct {
 
 func (x *ToolRef) Reset() {
 	*x = ToolRef{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +1943,7 @@ func (x *ToolRef) String() string {
 func (*ToolRef) ProtoMessage() {}
 
 func (x *ToolRef) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +1956,7 @@ func (x *ToolRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRef.ProtoReflect.Descriptor instead.
 func (*ToolRef) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{22}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ToolRef) GetName() string {
@@ -1891,7 +1984,7 @@ type FilterToolsRequest struct {
 
 func (x *FilterToolsRequest) Reset() {
 	*x = FilterToolsRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +1996,7 @@ func (x *FilterToolsRequest) String() string {
 func (*FilterToolsRequest) ProtoMessage() {}
 
 func (x *FilterToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2009,7 @@ func (x *FilterToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterToolsRequest.ProtoReflect.Descriptor instead.
 func (*FilterToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{23}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FilterToolsRequest) GetAgentId() string {
@@ -1955,7 +2048,7 @@ type FilterToolsResponse struct {
 
 func (x *FilterToolsResponse) Reset() {
 	*x = FilterToolsResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2060,7 @@ func (x *FilterToolsResponse) String() string {
 func (*FilterToolsResponse) ProtoMessage() {}
 
 func (x *FilterToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2073,7 @@ func (x *FilterToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterToolsResponse.ProtoReflect.Descriptor instead.
 func (*FilterToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{24}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FilterToolsResponse) GetVisible() []*ToolRef {
@@ -2021,7 +2114,7 @@ type HiddenTool struct {
 
 func (x *HiddenTool) Reset() {
 	*x = HiddenTool{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2126,7 @@ func (x *HiddenTool) String() string {
 func (*HiddenTool) ProtoMessage() {}
 
 func (x *HiddenTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2139,7 @@ func (x *HiddenTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HiddenTool.ProtoReflect.Descriptor instead.
 func (*HiddenTool) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{25}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HiddenTool) GetTool() *ToolRef {
@@ -2096,7 +2189,7 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x04axis\x18\x01 \x01(\tR\x04axis\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12,\n" +
 	"\x06effect\x18\x03 \x01(\x0e2\x14.toolpdp.v1.DecisionR\x06effect\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\x83\x03\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xc2\x03\n" +
 	"\tExecution\x120\n" +
 	"\x03env\x18\x01 \x03(\v2\x1e.toolpdp.v1.Execution.EnvEntryR\x03env\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12!\n" +
@@ -2107,10 +2200,11 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"writePaths\x12\x18\n" +
 	"\anetwork\x18\x06 \x01(\tR\anetwork\x12&\n" +
 	"\x0fread_only_names\x18\a \x03(\tR\rreadOnlyNames\x12)\n" +
-	"\x10unreadable_names\x18\b \x03(\tR\x0funreadableNames\x1a6\n" +
+	"\x10unreadable_names\x18\b \x03(\tR\x0funreadableNames\x12=\n" +
+	"\rnetwork_rules\x18\t \x01(\v2\x18.toolpdp.v1.NetworkRulesR\fnetworkRules\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x02\n" +
 	"\x0fExecutionPolicy\x12%\n" +
 	"\x03env\x18\x01 \x01(\v2\x13.toolpdp.v1.EnvSpecR\x03env\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x123\n" +
@@ -2118,7 +2212,13 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"read_paths\x18\x03 \x01(\v2\x14.toolpdp.v1.PathListR\treadPaths\x125\n" +
 	"\vwrite_paths\x18\x04 \x01(\v2\x14.toolpdp.v1.PathListR\n" +
 	"writePaths\x12\x18\n" +
-	"\anetwork\x18\x05 \x01(\tR\anetwork\" \n" +
+	"\anetwork\x18\x05 \x01(\tR\anetwork\x12=\n" +
+	"\rnetwork_rules\x18\x06 \x01(\v2\x18.toolpdp.v1.NetworkRulesR\fnetworkRules\"h\n" +
+	"\fNetworkRules\x12\x14\n" +
+	"\x05allow\x18\x01 \x03(\tR\x05allow\x12\x10\n" +
+	"\x03ask\x18\x02 \x03(\tR\x03ask\x12\x12\n" +
+	"\x04deny\x18\x03 \x03(\tR\x04deny\x12\x1c\n" +
+	"\totherwise\x18\x04 \x01(\tR\totherwise\" \n" +
 	"\bPathList\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\"f\n" +
 	"\aEnvSpec\x12\x12\n" +
@@ -2281,7 +2381,7 @@ func file_toolpdp_v1_toolpdp_proto_rawDescGZIP() []byte {
 }
 
 var file_toolpdp_v1_toolpdp_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
 	(Category)(0),                 // 0: toolpdp.v1.Category
 	(Decision)(0),                 // 1: toolpdp.v1.Decision
@@ -2291,81 +2391,84 @@ var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
 	(*Reason)(nil),                // 5: toolpdp.v1.Reason
 	(*Execution)(nil),             // 6: toolpdp.v1.Execution
 	(*ExecutionPolicy)(nil),       // 7: toolpdp.v1.ExecutionPolicy
-	(*PathList)(nil),              // 8: toolpdp.v1.PathList
-	(*EnvSpec)(nil),               // 9: toolpdp.v1.EnvSpec
-	(*ConfirmRequest)(nil),        // 10: toolpdp.v1.ConfirmRequest
-	(*ConfirmResponse)(nil),       // 11: toolpdp.v1.ConfirmResponse
-	(*ReportResultRequest)(nil),   // 12: toolpdp.v1.ReportResultRequest
-	(*ReportResultResponse)(nil),  // 13: toolpdp.v1.ReportResultResponse
-	(*EndSessionRequest)(nil),     // 14: toolpdp.v1.EndSessionRequest
-	(*EndSessionResponse)(nil),    // 15: toolpdp.v1.EndSessionResponse
-	(*StatusRequest)(nil),         // 16: toolpdp.v1.StatusRequest
-	(*StatusResponse)(nil),        // 17: toolpdp.v1.StatusResponse
-	(*SourceStatus)(nil),          // 18: toolpdp.v1.SourceStatus
-	(*BundleStatus)(nil),          // 19: toolpdp.v1.BundleStatus
-	(*ListPendingRequest)(nil),    // 20: toolpdp.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),   // 21: toolpdp.v1.ListPendingResponse
-	(*PendingAsk)(nil),            // 22: toolpdp.v1.PendingAsk
-	(*AwaitDecisionRequest)(nil),  // 23: toolpdp.v1.AwaitDecisionRequest
-	(*AwaitDecisionResponse)(nil), // 24: toolpdp.v1.AwaitDecisionResponse
-	(*ToolRef)(nil),               // 25: toolpdp.v1.ToolRef
-	(*FilterToolsRequest)(nil),    // 26: toolpdp.v1.FilterToolsRequest
-	(*FilterToolsResponse)(nil),   // 27: toolpdp.v1.FilterToolsResponse
-	(*HiddenTool)(nil),            // 28: toolpdp.v1.HiddenTool
-	nil,                           // 29: toolpdp.v1.DecideRequest.EnvEntry
-	nil,                           // 30: toolpdp.v1.Execution.EnvEntry
-	nil,                           // 31: toolpdp.v1.PendingAsk.EnvEntry
-	(*structpb.Struct)(nil),       // 32: google.protobuf.Struct
+	(*NetworkRules)(nil),          // 8: toolpdp.v1.NetworkRules
+	(*PathList)(nil),              // 9: toolpdp.v1.PathList
+	(*EnvSpec)(nil),               // 10: toolpdp.v1.EnvSpec
+	(*ConfirmRequest)(nil),        // 11: toolpdp.v1.ConfirmRequest
+	(*ConfirmResponse)(nil),       // 12: toolpdp.v1.ConfirmResponse
+	(*ReportResultRequest)(nil),   // 13: toolpdp.v1.ReportResultRequest
+	(*ReportResultResponse)(nil),  // 14: toolpdp.v1.ReportResultResponse
+	(*EndSessionRequest)(nil),     // 15: toolpdp.v1.EndSessionRequest
+	(*EndSessionResponse)(nil),    // 16: toolpdp.v1.EndSessionResponse
+	(*StatusRequest)(nil),         // 17: toolpdp.v1.StatusRequest
+	(*StatusResponse)(nil),        // 18: toolpdp.v1.StatusResponse
+	(*SourceStatus)(nil),          // 19: toolpdp.v1.SourceStatus
+	(*BundleStatus)(nil),          // 20: toolpdp.v1.BundleStatus
+	(*ListPendingRequest)(nil),    // 21: toolpdp.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),   // 22: toolpdp.v1.ListPendingResponse
+	(*PendingAsk)(nil),            // 23: toolpdp.v1.PendingAsk
+	(*AwaitDecisionRequest)(nil),  // 24: toolpdp.v1.AwaitDecisionRequest
+	(*AwaitDecisionResponse)(nil), // 25: toolpdp.v1.AwaitDecisionResponse
+	(*ToolRef)(nil),               // 26: toolpdp.v1.ToolRef
+	(*FilterToolsRequest)(nil),    // 27: toolpdp.v1.FilterToolsRequest
+	(*FilterToolsResponse)(nil),   // 28: toolpdp.v1.FilterToolsResponse
+	(*HiddenTool)(nil),            // 29: toolpdp.v1.HiddenTool
+	nil,                           // 30: toolpdp.v1.DecideRequest.EnvEntry
+	nil,                           // 31: toolpdp.v1.Execution.EnvEntry
+	nil,                           // 32: toolpdp.v1.PendingAsk.EnvEntry
+	(*structpb.Struct)(nil),       // 33: google.protobuf.Struct
 }
 var file_toolpdp_v1_toolpdp_proto_depIdxs = []int32{
 	0,  // 0: toolpdp.v1.DecideRequest.category:type_name -> toolpdp.v1.Category
-	32, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
-	29, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
+	33, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
+	30, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
 	7,  // 3: toolpdp.v1.DecideRequest.execution_policy:type_name -> toolpdp.v1.ExecutionPolicy
 	1,  // 4: toolpdp.v1.DecideResponse.decision:type_name -> toolpdp.v1.Decision
 	5,  // 5: toolpdp.v1.DecideResponse.reasons:type_name -> toolpdp.v1.Reason
 	6,  // 6: toolpdp.v1.DecideResponse.execution:type_name -> toolpdp.v1.Execution
 	1,  // 7: toolpdp.v1.Reason.effect:type_name -> toolpdp.v1.Decision
-	30, // 8: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
-	8,  // 9: toolpdp.v1.Execution.read_paths:type_name -> toolpdp.v1.PathList
-	8,  // 10: toolpdp.v1.Execution.write_paths:type_name -> toolpdp.v1.PathList
-	9,  // 11: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
-	8,  // 12: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
-	8,  // 13: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
-	1,  // 14: toolpdp.v1.ConfirmResponse.decision:type_name -> toolpdp.v1.Decision
-	19, // 15: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
-	18, // 16: toolpdp.v1.StatusResponse.sources:type_name -> toolpdp.v1.SourceStatus
-	22, // 17: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
-	5,  // 18: toolpdp.v1.PendingAsk.reasons:type_name -> toolpdp.v1.Reason
-	31, // 19: toolpdp.v1.PendingAsk.env:type_name -> toolpdp.v1.PendingAsk.EnvEntry
-	2,  // 20: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
-	1,  // 21: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
-	6,  // 22: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
-	25, // 23: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
-	25, // 24: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
-	28, // 25: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
-	25, // 26: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
-	3,  // 27: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
-	10, // 28: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
-	12, // 29: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
-	14, // 30: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
-	16, // 31: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
-	20, // 32: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
-	23, // 33: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
-	26, // 34: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
-	4,  // 35: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
-	11, // 36: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
-	13, // 37: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
-	15, // 38: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
-	17, // 39: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
-	21, // 40: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
-	24, // 41: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
-	27, // 42: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	31, // 8: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
+	9,  // 9: toolpdp.v1.Execution.read_paths:type_name -> toolpdp.v1.PathList
+	9,  // 10: toolpdp.v1.Execution.write_paths:type_name -> toolpdp.v1.PathList
+	8,  // 11: toolpdp.v1.Execution.network_rules:type_name -> toolpdp.v1.NetworkRules
+	10, // 12: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
+	9,  // 13: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
+	9,  // 14: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
+	8,  // 15: toolpdp.v1.ExecutionPolicy.network_rules:type_name -> toolpdp.v1.NetworkRules
+	1,  // 16: toolpdp.v1.ConfirmResponse.decision:type_name -> toolpdp.v1.Decision
+	20, // 17: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
+	19, // 18: toolpdp.v1.StatusResponse.sources:type_name -> toolpdp.v1.SourceStatus
+	23, // 19: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
+	5,  // 20: toolpdp.v1.PendingAsk.reasons:type_name -> toolpdp.v1.Reason
+	32, // 21: toolpdp.v1.PendingAsk.env:type_name -> toolpdp.v1.PendingAsk.EnvEntry
+	2,  // 22: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
+	1,  // 23: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
+	6,  // 24: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
+	26, // 25: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
+	26, // 26: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
+	29, // 27: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
+	26, // 28: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
+	3,  // 29: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
+	11, // 30: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
+	13, // 31: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
+	15, // 32: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
+	17, // 33: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
+	21, // 34: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
+	24, // 35: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
+	27, // 36: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
+	4,  // 37: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
+	12, // 38: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
+	14, // 39: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
+	16, // 40: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
+	18, // 41: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
+	22, // 42: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
+	25, // 43: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
+	28, // 44: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
+	37, // [37:45] is the sub-list for method output_type
+	29, // [29:37] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_toolpdp_v1_toolpdp_proto_init() }
@@ -2379,7 +2482,7 @@ func file_toolpdp_v1_toolpdp_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolpdp_v1_toolpdp_proto_rawDesc), len(file_toolpdp_v1_toolpdp_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -17,7 +17,9 @@ import rego.v1
 # axis; so does a quiet call: one no guardrail rule can touch whose paths
 # the scopes admit (no scope rule fires). Anything else combines all three
 # axes.
-result := single(permission.reason) if {
+result := network_result if {
+	input.network
+} else := single(permission.reason) if {
 	stops(permission.reason)
 } else := single(adjust(permission.reason)) if {
 	quiet
@@ -28,6 +30,17 @@ combined := {"decision": d, "message": concat("; ", [r.message | some r in rs; r
 	rs := array.concat([adjust(permission.reason)], [adjust(r) | some r in array.concat(sorted(scope.reasons), sorted(guardrails.reasons))])
 	d := most_restrictive(rs)
 }
+
+# A connection of a confined run (the reserved tool Network): toolpdp has
+# decided the host by the network rules of the allow the run belongs to
+# (input.network); the guardrails may tighten that. The permission chain
+# never sees it: no toolset can enable or ask about a connection.
+network_result := {"decision": d, "message": concat("; ", [r.message | some r in rs; r.effect == d; d != "allow"]), "reasons": rs, "execution": {}} if {
+	rs := array.concat([adjust(network_reason)], [adjust(r) | some r in sorted(guardrails.reasons)])
+	d := most_restrictive(rs)
+}
+
+network_reason := {"axis": "scope", "rule": input.network.rule, "effect": input.network.effect, "message": input.network.message}
 
 single(r) := {"decision": r.effect, "message": message(r), "reasons": [r], "execution": execution}
 

@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolpdp/v1/toolpdp.proto.
  */
 export const file_toolpdp_v1_toolpdp: GenFile = /*@__PURE__*/
-  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEizAIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLUAQoORGVjaWRlUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEg8KB21lc3NhZ2UYAiABKAkSEwoLZGVjaXNpb25faWQYAyABKAkSFwoPcG9saWN5X3JldmlzaW9uGAQgASgJEiMKB3JlYXNvbnMYBSADKAsyEi50b29scGRwLnYxLlJlYXNvbhIoCglleGVjdXRpb24YBiABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAcgASgIIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJIqACCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqYBCg9FeGVjdXRpb25Qb2xpY3kSIAoDZW52GAEgASgLMhMudG9vbHBkcC52MS5FbnZTcGVjEgsKA2N3ZBgCIAEoCRIoCgpyZWFkX3BhdGhzGAMgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgEIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgFIAEoCSIZCghQYXRoTGlzdBINCgVwYXRocxgBIAMoCSJFCgdFbnZTcGVjEgwKBG1vZGUYASABKAkSDQoFbmFtZXMYAiADKAkSHQoVaW5jbHVkZV9zYWZlX2Vudl92YXJzGAMgASgIIpQBCg5Db25maXJtUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIOCgZyZXN1bHQYAiABKAkSFAoMZGVueV9tZXNzYWdlGAMgASgJEhAKCHJlbWVtYmVyGAQgASgIEg8KB2NhbGxfaWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSEgoKc2Vzc2lvbl9pZBgHIAEoCSJYCg9Db25maXJtUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEgwKBGhhbHQYAiABKAgSDwoHbWVzc2FnZRgDIAEoCSKCAQoTUmVwb3J0UmVzdWx0UmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIQCghpc19lcnJvchgCIAEoCBINCgVlcnJvchgDIAEoCRIPCgdjYWxsX2lkGAQgASgJEhAKCGFnZW50X2lkGAUgASgJEhIKCnNlc3Npb25faWQYBiABKAkiJAoUUmVwb3J0UmVzdWx0UmVzcG9uc2USDAoEaGFsdBgBIAEoCCI5ChFFbmRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIiMKEkVuZFNlc3Npb25SZXNwb25zZRINCgVmb3VuZBgBIAEoCCIPCg1TdGF0dXNSZXF1ZXN0Iq4BCg5TdGF0dXNSZXNwb25zZRIXCg9wb2xpY3lfcmV2aXNpb24YASABKAkSKQoHYnVuZGxlcxgCIAMoCzIYLnRvb2xwZHAudjEuQnVuZGxlU3RhdHVzEhIKCmxhc3RfZXJyb3IYAyABKAkSGQoRbG9hZGVkX3VuaXhfbmFub3MYBCABKAMSKQoHc291cmNlcxgFIAMoCzIYLnRvb2xwZHAudjEuU291cmNlU3RhdHVzInAKDFNvdXJjZVN0YXR1cxIMCgRuYW1lGAEgASgJEg4KBnJlbW90ZRgCIAEoCBISCgpsYXN0X2Vycm9yGAMgASgJEh8KF2xhc3Rfc3VjY2Vzc191bml4X25hbm9zGAQgASgDEg0KBXN0YWxlGAUgASgIIi4KDEJ1bmRsZVN0YXR1cxIMCgRuYW1lGAEgASgJEhAKCHJldmlzaW9uGAIgASgJInkKEkxpc3RQZW5kaW5nUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIOCgZyZXZlYWwYBCABKAgSGgoSbWF4X2FyZ3VtZW50X2J5dGVzGAUgASgFIlQKE0xpc3RQZW5kaW5nUmVzcG9uc2USJAoEYXNrcxgBIAMoCzIWLnRvb2xwZHAudjEuUGVuZGluZ0FzaxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiwQMKClBlbmRpbmdBc2sSEwoLZGVjaXNpb25faWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIRCgl0b29sX25hbWUYBCABKAkSDwoHbWVzc2FnZRgFIAEoCRIaChJjcmVhdGVkX3VuaXhfbmFub3MYBiABKAMSDwoHY2FsbF9pZBgHIAEoCRIOCgZzZXJ2ZXIYCCABKAkSIwoHcmVhc29ucxgJIAMoCzISLnRvb2xwZHAudjEuUmVhc29uEhEKCWFyZ3VtZW50cxgKIAEoCRIXCg9hcmd1bWVudHNfYnl0ZXMYCyABKAMSGwoTYXJndW1lbnRzX3RydW5jYXRlZBgMIAEoCBIsCgNlbnYYDSADKAsyHy50b29scGRwLnYxLlBlbmRpbmdBc2suRW52RW50cnkSGAoQZXhlY3V0aW9uX3BvbGljeRgOIAEoCRIPCgdzZWNyZXRzGA8gAygJEhAKCHJldmVhbGVkGBAgASgIEhIKCmFnZV9taWxsaXMYESABKAMaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ4ChRBd2FpdERlY2lzaW9uUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIPCgdjYWxsX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEhIKCnNlc3Npb25faWQYBCABKAkSFAoMd2FpdF9zZWNvbmRzGAUgASgFIsIBChVBd2FpdERlY2lzaW9uUmVzcG9uc2USIwoFc3RhdGUYASABKA4yFC50b29scGRwLnYxLkFza1N0YXRlEiYKCGRlY2lzaW9uGAIgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAMgASgJEigKCWV4ZWN1dGlvbhgEIAEoCzIVLnRvb2xwZHAudjEuRXhlY3V0aW9uEgwKBGhhbHQYBSABKAgSEwoLZGVjaXNpb25faWQYBiABKAkiJwoHVG9vbFJlZhIMCgRuYW1lGAEgASgJEg4KBnNlcnZlchgCIAEoCSJeChJGaWx0ZXJUb29sc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIiCgV0b29scxgDIAMoCzITLnRvb2xwZHAudjEuVG9vbFJlZiKUAQoTRmlsdGVyVG9vbHNSZXNwb25zZRIkCgd2aXNpYmxlGAEgAygLMhMudG9vbHBkcC52MS5Ub29sUmVmEiYKBmhpZGRlbhgCIAMoCzIWLnRvb2xwZHAudjEuSGlkZGVuVG9vbBIXCg9hc2tzX3ZpYV9jbGllbnQYAyABKAgSFgoOYWxsb3dfc2FtcGxpbmcYBCABKAgiPwoKSGlkZGVuVG9vbBIhCgR0b29sGAEgASgLMhMudG9vbHBkcC52MS5Ub29sUmVmEg4KBnJlYXNvbhgCIAEoCSpJCghDYXRlZ29yeRIYChRDQVRFR09SWV9VTlNQRUNJRklFRBAAEhEKDUNBVEVHT1JZX1NBRkUQARIQCgxDQVRFR09SWV9BU0sQAipdCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACEhAKDERFQ0lTSU9OX0FTSxADKmsKCEFza1N0YXRlEhkKFUFTS19TVEFURV9VTlNQRUNJRklFRBAAEhUKEUFTS19TVEFURV9QRU5ESU5HEAESFgoSQVNLX1NUQVRFX0FOU1dFUkVEEAISFQoRQVNLX1NUQVRFX0VYUElSRUQQAzLtBAoPRGVjaXNpb25TZXJ2aWNlEj8KBkRlY2lkZRIZLnRvb2xwZHAudjEuRGVjaWRlUmVxdWVzdBoaLnRvb2xwZHAudjEuRGVjaWRlUmVzcG9uc2USQgoHQ29uZmlybRIaLnRvb2xwZHAudjEuQ29uZmlybVJlcXVlc3QaGy50b29scGRwLnYxLkNvbmZpcm1SZXNwb25zZRJRCgxSZXBvcnRSZXN1bHQSHy50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlcXVlc3QaIC50b29scGRwLnYxLlJlcG9ydFJlc3VsdFJlc3BvbnNlEksKCkVuZFNlc3Npb24SHS50b29scGRwLnYxLkVuZFNlc3Npb25SZXF1ZXN0Gh4udG9vbHBkcC52MS5FbmRTZXNzaW9uUmVzcG9uc2USPwoGU3RhdHVzEhkudG9vbHBkcC52MS5TdGF0dXNSZXF1ZXN0GhoudG9vbHBkcC52MS5TdGF0dXNSZXNwb25zZRJOCgtMaXN0UGVuZGluZxIeLnRvb2xwZHAudjEuTGlzdFBlbmRpbmdSZXF1ZXN0Gh8udG9vbHBkcC52MS5MaXN0UGVuZGluZ1Jlc3BvbnNlElQKDUF3YWl0RGVjaXNpb24SIC50b29scGRwLnYxLkF3YWl0RGVjaXNpb25SZXF1ZXN0GiEudG9vbHBkcC52MS5Bd2FpdERlY2lzaW9uUmVzcG9uc2USTgoLRmlsdGVyVG9vbHMSHi50b29scGRwLnYxLkZpbHRlclRvb2xzUmVxdWVzdBofLnRvb2xwZHAudjEuRmlsdGVyVG9vbHNSZXNwb25zZUI3WjVnaXRodWIuY29tL3Rvb2xwZHAvdG9vbHBkcC9wcm90by90b29scGRwL3YxO3Rvb2xwZHB2MWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEizAIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLUAQoORGVjaWRlUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEg8KB21lc3NhZ2UYAiABKAkSEwoLZGVjaXNpb25faWQYAyABKAkSFwoPcG9saWN5X3JldmlzaW9uGAQgASgJEiMKB3JlYXNvbnMYBSADKAsyEi50b29scGRwLnYxLlJlYXNvbhIoCglleGVjdXRpb24YBiABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAcgASgIIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJItECCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRIvCg1uZXR3b3JrX3J1bGVzGAkgASgLMhgudG9vbHBkcC52MS5OZXR3b3JrUnVsZXMaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLXAQoPRXhlY3V0aW9uUG9saWN5EiAKA2VudhgBIAEoCzITLnRvb2xwZHAudjEuRW52U3BlYxILCgNjd2QYAiABKAkSKAoKcmVhZF9wYXRocxgDIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSKQoLd3JpdGVfcGF0aHMYBCABKAsyFC50b29scGRwLnYxLlBhdGhMaXN0Eg8KB25ldHdvcmsYBSABKAkSLwoNbmV0d29ya19ydWxlcxgGIAEoCzIYLnRvb2xwZHAudjEuTmV0d29ya1J1bGVzIksKDE5ldHdvcmtSdWxlcxINCgVhbGxvdxgBIAMoCRILCgNhc2sYAiADKAkSDAoEZGVueRgDIAMoCRIRCglvdGhlcndpc2UYBCABKAkiGQoIUGF0aExpc3QSDQoFcGF0aHMYASADKAkiRQoHRW52U3BlYxIMCgRtb2RlGAEgASgJEg0KBW5hbWVzGAIgAygJEh0KFWluY2x1ZGVfc2FmZV9lbnZfdmFycxgDIAEoCCKUAQoOQ29uZmlybVJlcXVlc3QSEwoLZGVjaXNpb25faWQYASABKAkSDgoGcmVzdWx0GAIgASgJEhQKDGRlbnlfbWVzc2FnZRgDIAEoCRIQCghyZW1lbWJlchgEIAEoCBIPCgdjYWxsX2lkGAUgASgJEhAKCGFnZW50X2lkGAYgASgJEhIKCnNlc3Npb25faWQYByABKAkiWAoPQ29uZmlybVJlc3BvbnNlEiYKCGRlY2lzaW9uGAEgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIMCgRoYWx0GAIgASgIEg8KB21lc3NhZ2UYAyABKAkiggEKE1JlcG9ydFJlc3VsdFJlcXVlc3QSEwoLZGVjaXNpb25faWQYASABKAkSEAoIaXNfZXJyb3IYAiABKAgSDQoFZXJyb3IYAyABKAkSDwoHY2FsbF9pZBgEIAEoCRIQCghhZ2VudF9pZBgFIAEoCRISCgpzZXNzaW9uX2lkGAYgASgJIiQKFFJlcG9ydFJlc3VsdFJlc3BvbnNlEgwKBGhhbHQYASABKAgiOQoRRW5kU2Vzc2lvblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSIjChJFbmRTZXNzaW9uUmVzcG9uc2USDQoFZm91bmQYASABKAgiDwoNU3RhdHVzUmVxdWVzdCKuAQoOU3RhdHVzUmVzcG9uc2USFwoPcG9saWN5X3JldmlzaW9uGAEgASgJEikKB2J1bmRsZXMYAiADKAsyGC50b29scGRwLnYxLkJ1bmRsZVN0YXR1cxISCgpsYXN0X2Vycm9yGAMgASgJEhkKEWxvYWRlZF91bml4X25hbm9zGAQgASgDEikKB3NvdXJjZXMYBSADKAsyGC50b29scGRwLnYxLlNvdXJjZVN0YXR1cyJwCgxTb3VyY2VTdGF0dXMSDAoEbmFtZRgBIAEoCRIOCgZyZW1vdGUYAiABKAgSEgoKbGFzdF9lcnJvchgDIAEoCRIfChdsYXN0X3N1Y2Nlc3NfdW5peF9uYW5vcxgEIAEoAxINCgVzdGFsZRgFIAEoCCIuCgxCdW5kbGVTdGF0dXMSDAoEbmFtZRgBIAEoCRIQCghyZXZpc2lvbhgCIAEoCSJ5ChJMaXN0UGVuZGluZ1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSDgoGcmV2ZWFsGAQgASgIEhoKEm1heF9hcmd1bWVudF9ieXRlcxgFIAEoBSJUChNMaXN0UGVuZGluZ1Jlc3BvbnNlEiQKBGFza3MYASADKAsyFi50b29scGRwLnYxLlBlbmRpbmdBc2sSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIsEDCgpQZW5kaW5nQXNrEhMKC2RlY2lzaW9uX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSEQoJdG9vbF9uYW1lGAQgASgJEg8KB21lc3NhZ2UYBSABKAkSGgoSY3JlYXRlZF91bml4X25hbm9zGAYgASgDEg8KB2NhbGxfaWQYByABKAkSDgoGc2VydmVyGAggASgJEiMKB3JlYXNvbnMYCSADKAsyEi50b29scGRwLnYxLlJlYXNvbhIRCglhcmd1bWVudHMYCiABKAkSFwoPYXJndW1lbnRzX2J5dGVzGAsgASgDEhsKE2FyZ3VtZW50c190cnVuY2F0ZWQYDCABKAgSLAoDZW52GA0gAygLMh8udG9vbHBkcC52MS5QZW5kaW5nQXNrLkVudkVudHJ5EhgKEGV4ZWN1dGlvbl9wb2xpY3kYDiABKAkSDwoHc2VjcmV0cxgPIAMoCRIQCghyZXZlYWxlZBgQIAEoCBISCgphZ2VfbWlsbGlzGBEgASgDGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEieAoUQXdhaXREZWNpc2lvblJlcXVlc3QSEwoLZGVjaXNpb25faWQYASABKAkSDwoHY2FsbF9pZBgCIAEoCRIQCghhZ2VudF9pZBgDIAEoCRISCgpzZXNzaW9uX2lkGAQgASgJEhQKDHdhaXRfc2Vjb25kcxgFIAEoBSLCAQoVQXdhaXREZWNpc2lvblJlc3BvbnNlEiMKBXN0YXRlGAEgASgOMhQudG9vbHBkcC52MS5Bc2tTdGF0ZRImCghkZWNpc2lvbhgCIAEoDjIULnRvb2xwZHAudjEuRGVjaXNpb24SDwoHbWVzc2FnZRgDIAEoCRIoCglleGVjdXRpb24YBCABKAsyFS50b29scGRwLnYxLkV4ZWN1dGlvbhIMCgRoYWx0GAUgASgIEhMKC2RlY2lzaW9uX2lkGAYgASgJIicKB1Rvb2xSZWYSDAoEbmFtZRgBIAEoCRIOCgZzZXJ2ZXIYAiABKAkiXgoSRmlsdGVyVG9vbHNSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSIgoFdG9vbHMYAyADKAsyEy50b29scGRwLnYxLlRvb2xSZWYilAEKE0ZpbHRlclRvb2xzUmVzcG9uc2USJAoHdmlzaWJsZRgBIAMoCzITLnRvb2xwZHAudjEuVG9vbFJlZhImCgZoaWRkZW4YAiADKAsyFi50b29scGRwLnYxLkhpZGRlblRvb2wSFwoPYXNrc192aWFfY2xpZW50GAMgASgIEhYKDmFsbG93X3NhbXBsaW5nGAQgASgIIj8KCkhpZGRlblRvb2wSIQoEdG9vbBgBIAEoCzITLnRvb2xwZHAudjEuVG9vbFJlZhIOCgZyZWFzb24YAiABKAkqSQoIQ2F0ZWdvcnkSGAoUQ0FURUdPUllfVU5TUEVDSUZJRUQQABIRCg1DQVRFR09SWV9TQUZFEAESEAoMQ0FURUdPUllfQVNLEAIqXQoIRGVjaXNpb24SGAoUREVDSVNJT05fVU5TUEVDSUZJRUQQABISCg5ERUNJU0lPTl9BTExPVxABEhEKDURFQ0lTSU9OX0RFTlkQAhIQCgxERUNJU0lPTl9BU0sQAyprCghBc2tTdGF0ZRIZChVBU0tfU1RBVEVfVU5TUEVDSUZJRUQQABIVChFBU0tfU1RBVEVfUEVORElORxABEhYKEkFTS19TVEFURV9BTlNXRVJFRBACEhUKEUFTS19TVEFURV9FWFBJUkVEEAMy7QQKD0RlY2lzaW9uU2VydmljZRI/CgZEZWNpZGUSGS50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QaGi50b29scGRwLnYxLkRlY2lkZVJlc3BvbnNlEkIKB0NvbmZpcm0SGi50b29scGRwLnYxLkNvbmZpcm1SZXF1ZXN0GhsudG9vbHBkcC52MS5Db25maXJtUmVzcG9uc2USUQoMUmVwb3J0UmVzdWx0Eh8udG9vbHBkcC52MS5SZXBvcnRSZXN1bHRSZXF1ZXN0GiAudG9vbHBkcC52MS5SZXBvcnRSZXN1bHRSZXNwb25zZRJLCgpFbmRTZXNzaW9uEh0udG9vbHBkcC52MS5FbmRTZXNzaW9uUmVxdWVzdBoeLnRvb2xwZHAudjEuRW5kU2Vzc2lvblJlc3BvbnNlEj8KBlN0YXR1cxIZLnRvb2xwZHAudjEuU3RhdHVzUmVxdWVzdBoaLnRvb2xwZHAudjEuU3RhdHVzUmVzcG9uc2USTgoLTGlzdFBlbmRpbmcSHi50b29scGRwLnYxLkxpc3RQZW5kaW5nUmVxdWVzdBofLnRvb2xwZHAudjEuTGlzdFBlbmRpbmdSZXNwb25zZRJUCg1Bd2FpdERlY2lzaW9uEiAudG9vbHBkcC52MS5Bd2FpdERlY2lzaW9uUmVxdWVzdBohLnRvb2xwZHAudjEuQXdhaXREZWNpc2lvblJlc3BvbnNlEk4KC0ZpbHRlclRvb2xzEh4udG9vbHBkcC52MS5GaWx0ZXJUb29sc1JlcXVlc3QaHy50b29scGRwLnYxLkZpbHRlclRvb2xzUmVzcG9uc2VCN1o1Z2l0aHViLmNvbS90b29scGRwL3Rvb2xwZHAvcHJvdG8vdG9vbHBkcC92MTt0b29scGRwdjFiBnByb3RvMw", [file_google_protobuf_struct]);
 
 /**
  * @generated from message toolpdp.v1.DecideRequest
@@ -229,7 +229,8 @@ export type Execution = Message<"toolpdp.v1.Execution"> & {
   writePaths?: PathList | undefined;
 
   /**
-   * "none" when the policy forbids network use; "" when it does not say
+   * "none" when the policy forbids network use, "any" when it allows it all,
+   * "rules" when each new host is decided by network_rules; "" when it does not say.
    *
    * @generated from field: string network = 6;
    */
@@ -249,6 +250,14 @@ export type Execution = Message<"toolpdp.v1.Execution"> & {
    * @generated from field: repeated string unreadable_names = 8;
    */
   unreadableNames: string[];
+
+  /**
+   * The network rules, resolved (names lower-cased, IDNA, no trailing dot;
+   * otherwise filled in): set exactly when network is "rules".
+   *
+   * @generated from field: toolpdp.v1.NetworkRules network_rules = 9;
+   */
+  networkRules?: NetworkRules | undefined;
 };
 
 /**
@@ -286,11 +295,19 @@ export type ExecutionPolicy = Message<"toolpdp.v1.ExecutionPolicy"> & {
   writePaths?: PathList | undefined;
 
   /**
-   * "none" forbids network use to shell tools; "" is not enforced
+   * "none" forbids network use to shell tools, "any" allows it, "rules"
+   * decides each new host by network_rules; "" is not enforced.
    *
    * @generated from field: string network = 5;
    */
   network: string;
+
+  /**
+   * set exactly when network is "rules"
+   *
+   * @generated from field: toolpdp.v1.NetworkRules network_rules = 6;
+   */
+  networkRules?: NetworkRules | undefined;
 };
 
 /**
@@ -299,6 +316,44 @@ export type ExecutionPolicy = Message<"toolpdp.v1.ExecutionPolicy"> & {
  */
 export const ExecutionPolicySchema: GenMessage<ExecutionPolicy> = /*@__PURE__*/
   messageDesc(file_toolpdp_v1_toolpdp, 4);
+
+/**
+ * NetworkRules decide each new host:port of a confined run: deny, then ask,
+ * then allow, then otherwise. An entry is a name, *.name (any name below it,
+ * not the name itself), an IP address or a CIDR, each with an optional :port.
+ *
+ * @generated from message toolpdp.v1.NetworkRules
+ */
+export type NetworkRules = Message<"toolpdp.v1.NetworkRules"> & {
+  /**
+   * @generated from field: repeated string allow = 1;
+   */
+  allow: string[];
+
+  /**
+   * @generated from field: repeated string ask = 2;
+   */
+  ask: string[];
+
+  /**
+   * @generated from field: repeated string deny = 3;
+   */
+  deny: string[];
+
+  /**
+   * "deny" | "ask"; "" means "deny"
+   *
+   * @generated from field: string otherwise = 4;
+   */
+  otherwise: string;
+};
+
+/**
+ * Describes the message toolpdp.v1.NetworkRules.
+ * Use `create(NetworkRulesSchema)` to create a new message.
+ */
+export const NetworkRulesSchema: GenMessage<NetworkRules> = /*@__PURE__*/
+  messageDesc(file_toolpdp_v1_toolpdp, 5);
 
 /**
  * PathList wraps a list so that "absent" (not enforced) and "empty" (nothing
@@ -318,7 +373,7 @@ export type PathList = Message<"toolpdp.v1.PathList"> & {
  * Use `create(PathListSchema)` to create a new message.
  */
 export const PathListSchema: GenMessage<PathList> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 5);
+  messageDesc(file_toolpdp_v1_toolpdp, 6);
 
 /**
  * @generated from message toolpdp.v1.EnvSpec
@@ -347,7 +402,7 @@ export type EnvSpec = Message<"toolpdp.v1.EnvSpec"> & {
  * Use `create(EnvSpecSchema)` to create a new message.
  */
 export const EnvSpecSchema: GenMessage<EnvSpec> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 6);
+  messageDesc(file_toolpdp_v1_toolpdp, 7);
 
 /**
  * ConfirmRequest names the ask by decision_id, or by the call_id its Decide
@@ -409,7 +464,7 @@ export type ConfirmRequest = Message<"toolpdp.v1.ConfirmRequest"> & {
  * Use `create(ConfirmRequestSchema)` to create a new message.
  */
 export const ConfirmRequestSchema: GenMessage<ConfirmRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 7);
+  messageDesc(file_toolpdp_v1_toolpdp, 8);
 
 /**
  * @generated from message toolpdp.v1.ConfirmResponse
@@ -442,7 +497,7 @@ export type ConfirmResponse = Message<"toolpdp.v1.ConfirmResponse"> & {
  * Use `create(ConfirmResponseSchema)` to create a new message.
  */
 export const ConfirmResponseSchema: GenMessage<ConfirmResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 8);
+  messageDesc(file_toolpdp_v1_toolpdp, 9);
 
 /**
  * ReportResultRequest names an allowed call by decision_id, or by call_id
@@ -497,7 +552,7 @@ export type ReportResultRequest = Message<"toolpdp.v1.ReportResultRequest"> & {
  * Use `create(ReportResultRequestSchema)` to create a new message.
  */
 export const ReportResultRequestSchema: GenMessage<ReportResultRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 9);
+  messageDesc(file_toolpdp_v1_toolpdp, 10);
 
 /**
  * @generated from message toolpdp.v1.ReportResultResponse
@@ -516,7 +571,7 @@ export type ReportResultResponse = Message<"toolpdp.v1.ReportResultResponse"> & 
  * Use `create(ReportResultResponseSchema)` to create a new message.
  */
 export const ReportResultResponseSchema: GenMessage<ReportResultResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 10);
+  messageDesc(file_toolpdp_v1_toolpdp, 11);
 
 /**
  * @generated from message toolpdp.v1.EndSessionRequest
@@ -540,7 +595,7 @@ export type EndSessionRequest = Message<"toolpdp.v1.EndSessionRequest"> & {
  * Use `create(EndSessionRequestSchema)` to create a new message.
  */
 export const EndSessionRequestSchema: GenMessage<EndSessionRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 11);
+  messageDesc(file_toolpdp_v1_toolpdp, 12);
 
 /**
  * @generated from message toolpdp.v1.EndSessionResponse
@@ -557,7 +612,7 @@ export type EndSessionResponse = Message<"toolpdp.v1.EndSessionResponse"> & {
  * Use `create(EndSessionResponseSchema)` to create a new message.
  */
 export const EndSessionResponseSchema: GenMessage<EndSessionResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 12);
+  messageDesc(file_toolpdp_v1_toolpdp, 13);
 
 /**
  * @generated from message toolpdp.v1.StatusRequest
@@ -570,7 +625,7 @@ export type StatusRequest = Message<"toolpdp.v1.StatusRequest"> & {
  * Use `create(StatusRequestSchema)` to create a new message.
  */
 export const StatusRequestSchema: GenMessage<StatusRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 13);
+  messageDesc(file_toolpdp_v1_toolpdp, 14);
 
 /**
  * @generated from message toolpdp.v1.StatusResponse
@@ -611,7 +666,7 @@ export type StatusResponse = Message<"toolpdp.v1.StatusResponse"> & {
  * Use `create(StatusResponseSchema)` to create a new message.
  */
 export const StatusResponseSchema: GenMessage<StatusResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 14);
+  messageDesc(file_toolpdp_v1_toolpdp, 15);
 
 /**
  * SourceStatus is one --bundle source as the server last saw it. Names
@@ -659,7 +714,7 @@ export type SourceStatus = Message<"toolpdp.v1.SourceStatus"> & {
  * Use `create(SourceStatusSchema)` to create a new message.
  */
 export const SourceStatusSchema: GenMessage<SourceStatus> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 15);
+  messageDesc(file_toolpdp_v1_toolpdp, 16);
 
 /**
  * @generated from message toolpdp.v1.BundleStatus
@@ -681,7 +736,7 @@ export type BundleStatus = Message<"toolpdp.v1.BundleStatus"> & {
  * Use `create(BundleStatusSchema)` to create a new message.
  */
 export const BundleStatusSchema: GenMessage<BundleStatus> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 16);
+  messageDesc(file_toolpdp_v1_toolpdp, 17);
 
 /**
  * @generated from message toolpdp.v1.ListPendingRequest
@@ -728,7 +783,7 @@ export type ListPendingRequest = Message<"toolpdp.v1.ListPendingRequest"> & {
  * Use `create(ListPendingRequestSchema)` to create a new message.
  */
 export const ListPendingRequestSchema: GenMessage<ListPendingRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 17);
+  messageDesc(file_toolpdp_v1_toolpdp, 18);
 
 /**
  * @generated from message toolpdp.v1.ListPendingResponse
@@ -752,7 +807,7 @@ export type ListPendingResponse = Message<"toolpdp.v1.ListPendingResponse"> & {
  * Use `create(ListPendingResponseSchema)` to create a new message.
  */
 export const ListPendingResponseSchema: GenMessage<ListPendingResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 18);
+  messageDesc(file_toolpdp_v1_toolpdp, 19);
 
 /**
  * PendingAsk is an ask decision no person has answered yet.
@@ -874,7 +929,7 @@ export type PendingAsk = Message<"toolpdp.v1.PendingAsk"> & {
  * Use `create(PendingAskSchema)` to create a new message.
  */
 export const PendingAskSchema: GenMessage<PendingAsk> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 19);
+  messageDesc(file_toolpdp_v1_toolpdp, 20);
 
 /**
  * AwaitDecisionRequest names the ask by decision_id, or by the call_id its
@@ -916,7 +971,7 @@ export type AwaitDecisionRequest = Message<"toolpdp.v1.AwaitDecisionRequest"> & 
  * Use `create(AwaitDecisionRequestSchema)` to create a new message.
  */
 export const AwaitDecisionRequestSchema: GenMessage<AwaitDecisionRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 20);
+  messageDesc(file_toolpdp_v1_toolpdp, 21);
 
 /**
  * @generated from message toolpdp.v1.AwaitDecisionResponse
@@ -964,7 +1019,7 @@ export type AwaitDecisionResponse = Message<"toolpdp.v1.AwaitDecisionResponse"> 
  * Use `create(AwaitDecisionResponseSchema)` to create a new message.
  */
 export const AwaitDecisionResponseSchema: GenMessage<AwaitDecisionResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 21);
+  messageDesc(file_toolpdp_v1_toolpdp, 22);
 
 /**
  * @generated from message toolpdp.v1.ToolRef
@@ -986,7 +1041,7 @@ export type ToolRef = Message<"toolpdp.v1.ToolRef"> & {
  * Use `create(ToolRefSchema)` to create a new message.
  */
 export const ToolRefSchema: GenMessage<ToolRef> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 22);
+  messageDesc(file_toolpdp_v1_toolpdp, 23);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsRequest
@@ -1013,7 +1068,7 @@ export type FilterToolsRequest = Message<"toolpdp.v1.FilterToolsRequest"> & {
  * Use `create(FilterToolsRequestSchema)` to create a new message.
  */
 export const FilterToolsRequestSchema: GenMessage<FilterToolsRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 23);
+  messageDesc(file_toolpdp_v1_toolpdp, 24);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsResponse
@@ -1049,7 +1104,7 @@ export type FilterToolsResponse = Message<"toolpdp.v1.FilterToolsResponse"> & {
  * Use `create(FilterToolsResponseSchema)` to create a new message.
  */
 export const FilterToolsResponseSchema: GenMessage<FilterToolsResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 24);
+  messageDesc(file_toolpdp_v1_toolpdp, 25);
 
 /**
  * @generated from message toolpdp.v1.HiddenTool
@@ -1071,7 +1126,7 @@ export type HiddenTool = Message<"toolpdp.v1.HiddenTool"> & {
  * Use `create(HiddenToolSchema)` to create a new message.
  */
 export const HiddenToolSchema: GenMessage<HiddenTool> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 25);
+  messageDesc(file_toolpdp_v1_toolpdp, 26);
 
 /**
  * Category is the caller's safety classification of a tool.
