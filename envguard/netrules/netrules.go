@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -367,12 +368,13 @@ func (e Entry) Matches(h Host, port int) bool {
 	return !h.IsAddr() && h.Name == e.Name
 }
 
-// AllowsAddress reports whether an allow entry names addr (an address or
-// a range holding it) for port: only then may a connection reach an
-// address of the refused ranges.
-func (r *Rules) AllowsAddress(addr netip.Addr, port int) bool {
+// NamesAddress reports whether an allow or ask entry names addr (an
+// address or a range holding it) for port: only then may a connection
+// reach an address of the refused ranges. An ask entry counts: the
+// connection it names is made only once a person allowed it.
+func (r *Rules) NamesAddress(addr netip.Addr, port int) bool {
 	addr = addr.Unmap()
-	for _, e := range r.Allow {
+	for _, e := range slices.Concat(r.Allow, r.Ask) {
 		if e.Prefix.IsValid() && (e.Port == 0 || e.Port == port) && e.Prefix.Contains(addr) {
 			return true
 		}

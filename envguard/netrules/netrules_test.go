@@ -92,7 +92,7 @@ func TestDecideOrder(t *testing.T) {
 			t.Errorf("%s:%d: %+v, want %s by %s", c.host, c.port, m, c.effect, c.rule)
 		}
 	}
-	if !r.AllowsAddress(netip.MustParseAddr("::ffff:10.1.2.3"), 1) || r.AllowsAddress(netip.MustParseAddr("127.0.0.1"), 1) {
-		t.Error("AllowsAddress reads the allow list's ranges wrongly")
+	if !r.NamesAddress(netip.MustParseAddr("::ffff:10.1.2.3"), 1) || r.NamesAddress(netip.MustParseAddr("127.0.0.1"), 1) {
+		t.Error("NamesAddress reads the allow list's ranges wrongly")
 	}
 }
