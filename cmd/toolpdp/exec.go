@@ -7,21 +7,28 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/toolpdp/toolpdp/confine"
+	"github.com/toolpdp/toolpdp/confine/netproxy"
+	"github.com/toolpdp/toolpdp/envguard/netrules"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
-const execSynopsis = `toolpdp exec --execution FILE|- [--report FILE] [--best-effort] -- COMMAND [ARG]...
+const execSynopsis = `toolpdp exec --execution FILE|- [--report FILE] [--best-effort]
+       [--address ADDR --decision ID --agent ID --session ID] -- COMMAND [ARG]...
        toolpdp exec --install-to DIR
 
 Runs COMMAND confined by the kernel to an allowed call's execution (its
 protojson, or a whole DecideResponse that allows): exactly its env (when
 env_enforced) plus a private TMPDIR, in its cwd, writing only under
 write_paths (protected names inside them read-only), reading only under
-read_paths and the profile, no network when network is "none", no new
+read_paths and the profile, no network when network is "none" — when it
+is "rules", a network namespace with loopback only and a proxy at
+127.0.0.1:3128 (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY) where each new host is
+decided by the sidecar at --address for the allow --decision names —, no new
 privileges, every process it starts ended with it. It reports on stderr
 (and --report as JSON) what it enforced and what it could not. Exit codes:
 the command's; 126 when the kernel cannot enforce what the execution asks
@@ -43,6 +50,8 @@ func execCmd(_ context.Context, args []string, stdin io.Reader, stdout, stderr i
 	report := fs.String("report", "", "also write the report as JSON to this file")
 	bestEffort := fs.Bool("best-effort", false, "run even when the kernel cannot enforce a part the execution asks for (the report names each)")
 	installTo := fs.String("install-to", "", "copy this binary to `DIR`/toolpdp (mode 0755) and exit")
+	var netOpts netFlags
+	netOpts.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -65,10 +74,30 @@ func execCmd(_ context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return exitCode(confine.ExitRefused)
 	}
 	spec.Argv = argv
+	if spec.NetRules != nil {
+		proxy, closeProxy, err := netOpts.proxy(spec.NetRules, strings.Join(argv, " "), stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "toolpdp exec: %v\n", err)
+			return exitCode(confine.ExitRefused)
+		}
+		defer closeProxy()
+		spec.Proxy = proxy
+	}
 	if *execution == "-" {
 		stdin = eofReader{} // the execution was stdin
 	}
-	rep, code := confine.Run(spec, confine.Options{BestEffort: *bestEffort}, stdin, stdout, stderr)
+	rep, code := confine.Run(spec.Spec, confine.Options{BestEffort: *bestEffort}, stdin, stdout, stderr)
+	if p, ok := spec.Proxy.(*netproxy.Proxy); ok {
+		hosts := p.Records()
+		rep.NetworkHosts = hosts
+		allowed := 0
+		for _, h := range hosts {
+			if h.Decision == "allow" {
+				allowed++
+			}
+		}
+		fmt.Fprintf(stderr, "toolpdp exec: network: %d hosts decided, %d allowed, %d refused\n", len(hosts), allowed, len(hosts)-allowed)
+	}
 	if *report != "" {
 		if err := os.WriteFile(*report, rep.JSON(), 0o600); err != nil {
 			fmt.Fprintf(stderr, "toolpdp exec: --report: %v\n", err)
@@ -89,7 +118,7 @@ func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 
 // readExecution reads an execution (or a DecideResponse that allows) as
 // protojson; an unknown field is an error, not a part left out.
-func readExecution(name string, stdin io.Reader) (confine.Spec, error) {
+func readExecution(name string, stdin io.Reader) (execSpec, error) {
 	var b []byte
 	var err error
 	if name == "-" {
@@ -98,16 +127,16 @@ func readExecution(name string, stdin io.Reader) (confine.Spec, error) {
 		b, err = os.ReadFile(name)
 	}
 	if err != nil {
-		return confine.Spec{}, fmt.Errorf("--execution: %w", err)
+		return execSpec{}, fmt.Errorf("--execution: %w", err)
 	}
 	ex := &pb.Execution{}
 	if err := protojson.Unmarshal(b, ex); err != nil {
 		resp := &pb.DecideResponse{}
 		if err2 := protojson.Unmarshal(b, resp); err2 != nil {
-			return confine.Spec{}, fmt.Errorf("--execution %s: neither an Execution (%v) nor a DecideResponse (%v)", name, err, err2)
+			return execSpec{}, fmt.Errorf("--execution %s: neither an Execution (%v) nor a DecideResponse (%v)", name, err, err2)
 		}
 		if resp.GetDecision() != pb.Decision_DECISION_ALLOW {
-			return confine.Spec{}, fmt.Errorf("--execution %s: the decision is %v, not an allow", name, resp.GetDecision())
+			return execSpec{}, fmt.Errorf("--execution %s: the decision is %v, not an allow", name, resp.GetDecision())
 		}
 		if ex = resp.GetExecution(); ex == nil {
 			ex = &pb.Execution{}
@@ -116,9 +145,16 @@ func readExecution(name string, stdin io.Reader) (confine.Spec, error) {
 	return specOf(ex)
 }
 
-func specOf(ex *pb.Execution) (confine.Spec, error) {
-	s := confine.Spec{Env: ex.GetEnv(), EnvEnforced: ex.GetEnvEnforced(), Cwd: ex.GetCwd(),
-		ReadOnlyNames: ex.GetReadOnlyNames(), UnreadableNames: ex.GetUnreadableNames()}
+// execSpec is a run's spec and, when its network is decided per
+// connection, the rules its proxy needs.
+type execSpec struct {
+	confine.Spec
+	NetRules *netrules.Rules
+}
+
+func specOf(ex *pb.Execution) (execSpec, error) {
+	s := execSpec{Spec: confine.Spec{Env: ex.GetEnv(), EnvEnforced: ex.GetEnvEnforced(), Cwd: ex.GetCwd(),
+		ReadOnlyNames: ex.GetReadOnlyNames(), UnreadableNames: ex.GetUnreadableNames()}}
 	if r := ex.GetReadPaths(); r != nil {
 		paths := r.GetPaths()
 		s.ReadPaths = &paths
@@ -132,9 +168,15 @@ func specOf(ex *pb.Execution) (confine.Spec, error) {
 		s.NoNetwork = true
 	case "", "any":
 	case "rules":
-		// Rules are held only by a proxy deciding each connection; a run
-		// without one would reach every host.
-		return s, errors.New(`execution.network: "rules" needs the per-connection proxy, which this toolpdp exec does not run: the run is refused`)
+		nr := ex.GetNetworkRules()
+		if nr == nil {
+			return s, errors.New(`execution.network_rules: required when network is "rules"`)
+		}
+		rules, err := netrules.Parse(nr.GetAllow(), nr.GetAsk(), nr.GetDeny(), nr.GetOtherwise())
+		if err != nil {
+			return s, fmt.Errorf("execution.network_rules.%w", err)
+		}
+		s.NetRules = rules
 	default:
 		return s, errors.New("execution.network: " + fmt.Sprintf("%q is not \"none\", \"any\", \"rules\" or empty", ex.GetNetwork()))
 	}

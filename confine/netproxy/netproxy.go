@@ -272,3 +272,10 @@ func (p *Proxy) dial(ctx context.Context, t Target) (net.Conn, error) {
 	}
 	return nil, refusedf("%s: refused: %v (an allow entry naming the address or its range lets a run reach such an address)", t.key(), why)
 }
+
+// ServeConn serves one connection a run opened to its proxy.
+func (p *Proxy) ServeConn(ctx context.Context, c net.Conn) {
+	p.conns.Add(1)
+	defer p.conns.Done()
+	p.handle(ctx, c)
+}

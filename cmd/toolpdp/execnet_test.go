@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/toolpdp/toolpdp/internal/testkit"
+	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
+)
+
+// countingServer is a real HTTP server on loopback that counts the
+// connections it accepts.
+type countingServer struct {
+	port int
+	n    atomic.Int64
+}
+
+func httpOnLoopback(t *testing.T) *countingServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &countingServer{port: l.Addr().(*net.TCPAddr).Port}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "reached %s\n", r.URL.Path) }),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				s.n.Add(1)
+			}
+		}}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { srv.Close() })
+	return s
+}
+
+// A confined run whose network is rules reaches an allowed loopback host
+// through its proxy with a real curl; a denied host sees no connection;
+// a program that ignores the proxy variables has no route at all; the
+// report lists every host decided.
+func TestExecNetworkRulesThroughTheProxy(t *testing.T) {
+	probeKernel(t)
+	if userNSError != nil {
+		t.Skipf("no user namespaces here: %v", userNSError)
+	}
+	needPrograms(t, "sh", "curl")
+	allowed, denied := httpOnLoopback(t), httpOnLoopback(t)
+	dir := testkit.WriteBundle(t, map[string]string{
+		"agents/data.json": fmt.Sprintf(`{"run": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}],
+		  "execution_policy": {"network": {"allow": ["127.0.0.1:%d"], "otherwise": "deny"}}}}`, allowed.port),
+	})
+	ts := grpcapitest.NewServer(t, grpcapitest.Options{Bundles: []string{dir}})
+	script := fmt.Sprintf(`curl -sS --max-time 20 http://127.0.0.1:%d/ok; curl -sS --max-time 20 http://127.0.0.1:%d/no; curl -sS --max-time 5 --noproxy '*' http://127.0.0.1:%d/direct || echo NO-ROUTE`,
+		allowed.port, denied.port, allowed.port)
+	allow := ts.Decide(t, &pb.DecideRequest{AgentId: "run", SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": script})})
+	if allow.Decision != pb.Decision_DECISION_ALLOW || allow.GetExecution().GetNetwork() != "rules" {
+		t.Fatalf("the command: %v", allow)
+	}
+	tr := newTree(t)
+	ex := tr.execution("rules")
+	ex.NetworkRules = allow.GetExecution().GetNetworkRules()
+	bin := binary(t)
+
+	// Without the sidecar named, network rules are refused, not opened.
+	if r := runExec(t, bin, ex, nil, nil, "true"); r.code != 126 || !strings.Contains(r.stderr, "--address and --decision") {
+		t.Errorf("rules without a sidecar: exit %d\n%s", r.code, r.stderr)
+	}
+	flags := []string{"--address", ts.Addr, "--decision", allow.DecisionId, "--agent", "run", "--session", "s"}
+	r := runExec(t, bin, ex, nil, flags, "sh", "-c", script)
+	if !strings.Contains(r.stdout, "reached /ok") {
+		t.Fatalf("the allowed host was not reached through the proxy (exit %d)\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "reached /no") || denied.n.Load() != 0 {
+		t.Errorf("the denied host was reached (%d connections)\nstdout:\n%s", denied.n.Load(), r.stdout)
+	}
+	if strings.Contains(r.stdout, "reached /direct") || !strings.Contains(r.stdout, "NO-ROUTE") {
+		t.Errorf("a program ignoring the proxy variables got out\nstdout:\n%s", r.stdout)
+	}
+	if n := allowed.n.Load(); n != 1 {
+		t.Errorf("the allowed host saw %d connections, want the proxied one", n)
+	}
+	hosts, _ := r.report["network_hosts"].([]any)
+	var decided []string
+	for _, h := range hosts {
+		m, _ := h.(map[string]any)
+		decided = append(decided, fmt.Sprintf("%v:%v=%v", m["host"], m["port"], m["decision"]))
+	}
+	want := []string{fmt.Sprintf("127.0.0.1:%d=allow", allowed.port), fmt.Sprintf("127.0.0.1:%d=deny", denied.port)}
+	if strings.Join(decided, ",") != strings.Join(want, ",") {
+		t.Errorf("report network_hosts %q, want %q\nstderr:\n%s", decided, want, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "network: 2 hosts decided, 1 allowed, 1 refused") {
+		t.Errorf("stderr does not sum up the hosts decided:\n%s", r.stderr)
+	}
+}
