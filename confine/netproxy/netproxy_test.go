@@ -353,6 +353,15 @@ func TestProxyAsksAndBounds(t *testing.T) {
 		t.Errorf("past the bound: %d %q", code, body)
 	}
 
+	// An ask nobody answers in time is refused.
+	r3 := start(t, `{"ask": ["127.0.0.2"]}`, func(c *netproxy.Config) { c.AskTimeout = 300 * time.Millisecond })
+	if code, body := get(t, r3.client(nil), fmt.Sprintf("http://127.0.0.2:%d/late", portAsk)); code != http.StatusForbidden || !strings.Contains(body, "nobody answered") {
+		t.Errorf("an ask nobody answers: %d %q", code, body)
+	}
+	if n := ask.n.Load(); n != 1 {
+		t.Errorf("the asked host saw %d connections after an unanswered ask, want 1", n)
+	}
+
 	// The sidecar goes away: a new host is refused, a decided one still goes.
 	r.ts.Close()
 	if code, body := get(t, c, fmt.Sprintf("http://127.0.0.1:%d/again", portA)); code != 200 {
