@@ -172,7 +172,7 @@ func specOf(ex *pb.Execution) (execSpec, error) {
 		if nr == nil {
 			return s, errors.New(`execution.network_rules: required when network is "rules"`)
 		}
-		rules, err := netrules.Parse(nr.GetAllow(), nr.GetAsk(), nr.GetDeny(), nr.GetOtherwise())
+		rules, err := netrules.Parse(nr.GetAllow(), nr.GetAsk(), nr.GetDeny(), nr.GetOtherwise(), nr.GetPrivate()...)
 		if err != nil {
 			return s, fmt.Errorf("execution.network_rules.%w", err)
 		}

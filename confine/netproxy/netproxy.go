@@ -67,8 +67,9 @@ type Decider interface {
 type Config struct {
 	Decider Decider
 	// Rules are the run's network rules: only to let an allow (or ask)
-	// entry that names an address or range reach it although the refused
-	// table holds it. Nil: nothing of the table is reachable.
+	// entry that names an address or range, or a private name entry, reach
+	// an address the refused table holds. Nil: nothing of the table is
+	// reachable.
 	Rules      *netrules.Rules
 	MaxHosts   int           // hosts decided at most; 0: DefaultMaxHosts
 	AskTimeout time.Duration // how long a held connection waits for a person; 0: DefaultAskTimeout
@@ -258,7 +259,7 @@ func (p *Proxy) dial(ctx context.Context, t Target) (net.Conn, error) {
 	var why []string
 	var d net.Dialer
 	for _, a := range addrs {
-		if r := p.refused.refused(a); r != "" && (p.cfg.Rules == nil || !p.cfg.Rules.NamesAddress(a, t.Port)) {
+		if r := p.refused.refused(a); r != "" && (p.cfg.Rules == nil || !p.cfg.Rules.MayReachRefused(t.Host, a, t.Port)) {
 			why = append(why, fmt.Sprintf("%s is %s", a, r))
 			continue
 		}
@@ -270,7 +271,7 @@ func (p *Proxy) dial(ctx context.Context, t Target) (net.Conn, error) {
 		}
 		why = append(why, err.Error())
 	}
-	return nil, refusedf("%s: refused: %v (an allow entry naming the address or its range lets a run reach such an address)", t.key(), why)
+	return nil, refusedf("%s: refused: %v (an allow entry naming the address or its range, or a name entry with \"private\": true, lets a run reach such an address)", t.key(), why)
 }
 
 // ServeConn serves one connection a run opened to its proxy.

@@ -109,7 +109,7 @@ deny contains msg if {
 		t.Fatalf("the command: %v", allow)
 	}
 	nr := allow.GetExecution().GetNetworkRules()
-	parsed, err := netrules.Parse(nr.GetAllow(), nr.GetAsk(), nr.GetDeny(), nr.GetOtherwise())
+	parsed, err := netrules.Parse(nr.GetAllow(), nr.GetAsk(), nr.GetDeny(), nr.GetOtherwise(), nr.GetPrivate()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,5 +371,21 @@ func TestProxyAsksAndBounds(t *testing.T) {
 	r2.ts.Close()
 	if code, body := get(t, r2.client(nil), fmt.Sprintf("http://127.0.0.1:%d/", portA)); code != http.StatusForbidden || !strings.Contains(body, "could not be decided") {
 		t.Errorf("with the sidecar gone: %d %q", code, body)
+	}
+}
+
+// A name entry marked private reaches a refused range by that name only.
+func TestProxyPrivateName(t *testing.T) {
+	_, a, port := upstream(t, "127.0.0.1:0", false)
+	r := start(t, `{"allow": [{"host": "api.test", "private": true}, "mapped.test"]}`, nil)
+	c := r.client(nil)
+	if code, body := get(t, c, fmt.Sprintf("http://api.test:%d/p", port)); code != 200 || !strings.Contains(body, "reached /p") {
+		t.Fatalf("a private name: %d %q", code, body)
+	}
+	if code, body := get(t, c, fmt.Sprintf("http://mapped.test:%d/p", port)); code != http.StatusBadGateway || !strings.Contains(body, "loopback") {
+		t.Errorf("a name not marked private: %d %q", code, body)
+	}
+	if n := a.n.Load(); n != 1 {
+		t.Errorf("the upstream saw %d connections, want the private name's one", n)
 	}
 }

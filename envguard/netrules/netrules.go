@@ -34,6 +34,7 @@ type Entry struct {
 	Wildcard bool         // *.name: any name below Name, not Name itself
 	Prefix   netip.Prefix // an address (a /32 or /128) or a CIDR; invalid for a name
 	Port     int          // 0: any port
+	Private  bool         // a name entry that may reach the refused address ranges
 }
 
 // Rules are parsed network rules.
@@ -60,8 +61,10 @@ func (h Host) String() string {
 func (h Host) IsAddr() bool { return h.Addr.IsValid() }
 
 // Parse reads rules: every entry must parse, and otherwise is "deny",
-// "ask" or "" (deny). Errors name the list and the index.
-func Parse(allow, ask, deny []string, otherwise string) (*Rules, error) {
+// "ask" or "" (deny). private are entries of allow or ask, names only,
+// that may reach the refused address ranges. Errors name the list and the
+// index.
+func Parse(allow, ask, deny []string, otherwise string, private ...string) (*Rules, error) {
 	r := &Rules{Otherwise: otherwise}
 	switch otherwise {
 	case "":
@@ -85,10 +88,43 @@ func Parse(allow, ask, deny []string, otherwise string) (*Rules, error) {
 			*l.out = append(*l.out, e)
 		}
 	}
+	for i, p := range private {
+		e, err := ParseEntry(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("private[%d]: %w", i, err))
+			continue
+		}
+		if e.Prefix.IsValid() {
+			errs = append(errs, fmt.Errorf("private[%d]: %q: private goes with a name; an address or CIDR entry names its addresses already", i, p))
+			continue
+		}
+		marked := false
+		for _, list := range [][]Entry{r.Allow, r.Ask} {
+			for j := range list {
+				if list[j].Text == e.Text {
+					list[j].Private, marked = true, true
+				}
+			}
+		}
+		if !marked {
+			errs = append(errs, fmt.Errorf("private[%d]: %q is not an entry of allow or ask", i, p))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// Private are the canonical texts of the entries marked private.
+func (r *Rules) Private() []string {
+	var out []string
+	for _, e := range slices.Concat(r.Allow, r.Ask) {
+		if e.Private && !slices.Contains(out, e.Text) {
+			out = append(out, e.Text)
+		}
+	}
+	return out
 }
 
 // Resolved are the rules' entries in canonical form, each list in its
@@ -368,10 +404,24 @@ func (e Entry) Matches(h Host, port int) bool {
 	return !h.IsAddr() && h.Name == e.Name
 }
 
+// MayReachRefused reports whether host:port may connect to an address of
+// the refused ranges: an allow or ask entry names the address (or a range
+// holding it), or is a private name entry matching host. An ask entry
+// counts: the connection it names is made only once a person allowed it.
+func (r *Rules) MayReachRefused(h Host, addr netip.Addr, port int) bool {
+	if r.NamesAddress(addr, port) {
+		return true
+	}
+	for _, e := range slices.Concat(r.Allow, r.Ask) {
+		if e.Private && e.Matches(h, port) {
+			return true
+		}
+	}
+	return false
+}
+
 // NamesAddress reports whether an allow or ask entry names addr (an
-// address or a range holding it) for port: only then may a connection
-// reach an address of the refused ranges. An ask entry counts: the
-// connection it names is made only once a person allowed it.
+// address or a range holding it) for port.
 func (r *Rules) NamesAddress(addr netip.Addr, port int) bool {
 	addr = addr.Unmap()
 	for _, e := range slices.Concat(r.Allow, r.Ask) {

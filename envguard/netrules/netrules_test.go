@@ -96,3 +96,28 @@ func TestDecideOrder(t *testing.T) {
 		t.Error("NamesAddress reads the allow list's ranges wrongly")
 	}
 }
+
+// A private name entry may reach the refused ranges for the names it
+// matches; private goes with names of allow or ask only.
+func TestPrivateEntries(t *testing.T) {
+	r, err := Parse([]string{"DB.corp.internal:5432", "api.test"}, []string{"*.lab.internal"}, nil, "", "db.corp.internal:5432", "*.lab.internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := netip.MustParseAddr("10.0.0.5")
+	for host, want := range map[string]bool{"db.corp.internal": true, "x.lab.internal": true, "api.test": false} {
+		h, _ := ParseHost(host)
+		port := 5432
+		if got := r.MayReachRefused(h, loop, port); got != want {
+			t.Errorf("%s:%d may reach %s: %v, want %v", host, port, loop, got, want)
+		}
+	}
+	if got := r.Private(); len(got) != 2 || got[0] != "db.corp.internal:5432" {
+		t.Errorf("Private() = %q", got)
+	}
+	for _, bad := range [][]string{{"10.0.0.0/8"}, {"other.test"}} {
+		if _, err := Parse([]string{"10.0.0.0/8", "api.test"}, nil, nil, "", bad...); err == nil {
+			t.Errorf("private %q was accepted", bad)
+		}
+	}
+}

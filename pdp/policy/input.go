@@ -204,6 +204,7 @@ func policyValue(p *ExecutionPolicy) ast.Value {
 			item("ask", stringArray(p.NetRules.Ask)),
 			item("deny", stringArray(p.NetRules.Deny)),
 			item("otherwise", ast.String(p.NetRules.Otherwise)),
+			item("private", stringArray(p.NetRules.Private)),
 		))
 	}
 	return o

@@ -142,7 +142,8 @@ func copyResponse(dst, src *pb.DecideResponse) {
 			out.WritePaths = &pb.PathList{Paths: slices.Clone(ex.WritePaths.Paths)}
 		}
 		if r := ex.NetworkRules; r != nil {
-			out.NetworkRules = &pb.NetworkRules{Allow: slices.Clone(r.Allow), Ask: slices.Clone(r.Ask), Deny: slices.Clone(r.Deny), Otherwise: r.Otherwise}
+			out.NetworkRules = &pb.NetworkRules{Allow: slices.Clone(r.Allow), Ask: slices.Clone(r.Ask), Deny: slices.Clone(r.Deny), Otherwise: r.Otherwise,
+				Private: slices.Clone(r.Private)}
 		}
 		dst.Execution = out
 	}

@@ -37,12 +37,14 @@ func IsNetworkCall(req *pb.DecideRequest) bool {
 }
 
 // NetRules are an execution policy's network rules, each entry in
-// canonical form once decoded.
+// canonical form once decoded. Private are the allow and ask name entries
+// a definition marked {"host": NAME, "private": true}.
 type NetRules struct {
 	Allow     []string `json:"allow"`
 	Ask       []string `json:"ask"`
 	Deny      []string `json:"deny"`
 	Otherwise string   `json:"otherwise"`
+	Private   []string `json:"private,omitempty"`
 }
 
 // networkRuleKeys are the keys of a rules object, in the order errors list them.
@@ -50,11 +52,11 @@ var networkRuleKeys = []string{"allow", "ask", "deny", "otherwise"}
 
 // resolve parses the rules and returns them in canonical form.
 func (r *NetRules) resolve() (*NetRules, *netrules.Rules, error) {
-	parsed, err := netrules.Parse(r.Allow, r.Ask, r.Deny, r.Otherwise)
+	parsed, err := netrules.Parse(r.Allow, r.Ask, r.Deny, r.Otherwise, r.Private...)
 	if err != nil {
 		return nil, nil, err
 	}
-	out := &NetRules{}
+	out := &NetRules{Private: parsed.Private()}
 	out.Allow, out.Ask, out.Deny, out.Otherwise = parsed.Resolved()
 	return out, parsed, nil
 }
@@ -64,13 +66,14 @@ func (r *NetRules) Proto() *pb.NetworkRules {
 	if r == nil {
 		return nil
 	}
-	return &pb.NetworkRules{Allow: slices.Clone(r.Allow), Ask: slices.Clone(r.Ask), Deny: slices.Clone(r.Deny), Otherwise: r.Otherwise}
+	return &pb.NetworkRules{Allow: slices.Clone(r.Allow), Ask: slices.Clone(r.Ask), Deny: slices.Clone(r.Deny), Otherwise: r.Otherwise,
+		Private: slices.Clone(r.Private)}
 }
 
 // netRulesFromProto reads the wire's rules, resolved; nil and an error
 // when they do not parse.
 func netRulesFromProto(p *pb.NetworkRules) (*NetRules, error) {
-	r := &NetRules{Allow: p.GetAllow(), Ask: p.GetAsk(), Deny: p.GetDeny(), Otherwise: p.GetOtherwise()}
+	r := &NetRules{Allow: p.GetAllow(), Ask: p.GetAsk(), Deny: p.GetDeny(), Otherwise: p.GetOtherwise(), Private: p.GetPrivate()}
 	out, _, err := r.resolve()
 	return out, err
 }
@@ -140,10 +143,8 @@ func (p *ExecutionPolicy) UnmarshalJSON(b []byte) error {
 		}
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	var r NetRules
-	if err := dec.Decode(&r); err != nil {
+	r, err := decodeNetRules(raw)
+	if err != nil {
 		return fmt.Errorf("network: %w", err)
 	}
 	resolved, _, err := r.resolve()
@@ -152,6 +153,51 @@ func (p *ExecutionPolicy) UnmarshalJSON(b []byte) error {
 	}
 	p.Network, p.NetRules = NetworkRules, resolved
 	return nil
+}
+
+// decodeNetRules reads a rules object: allow and ask entries are strings
+// or {"host": NAME, "private": true}; a "private" list (as a pinned
+// definition writes them) is read too.
+func decodeNetRules(raw []byte) (*NetRules, error) {
+	var doc struct {
+		Allow     []json.RawMessage `json:"allow"`
+		Ask       []json.RawMessage `json:"ask"`
+		Deny      []string          `json:"deny"`
+		Otherwise string            `json:"otherwise"`
+		Private   []string          `json:"private"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	r := &NetRules{Deny: doc.Deny, Otherwise: doc.Otherwise, Private: doc.Private}
+	for _, l := range []struct {
+		in  []json.RawMessage
+		out *[]string
+	}{{doc.Allow, &r.Allow}, {doc.Ask, &r.Ask}} {
+		for _, e := range l.in {
+			var s string
+			if json.Unmarshal(e, &s) == nil {
+				*l.out = append(*l.out, s)
+				continue
+			}
+			var o struct {
+				Host    string `json:"host"`
+				Private bool   `json:"private"`
+			}
+			d := json.NewDecoder(bytes.NewReader(e))
+			d.DisallowUnknownFields()
+			if err := d.Decode(&o); err != nil {
+				return nil, err
+			}
+			*l.out = append(*l.out, o.Host)
+			if o.Private {
+				r.Private = append(r.Private, o.Host)
+			}
+		}
+	}
+	return r, nil
 }
 
 // networkPolicy checks an execution policy's network in a definition:
@@ -172,19 +218,25 @@ func (a *agentIssues) networkPolicy(field string, v any) {
 	a.onlyKeys(field, m, networkRuleKeys...)
 	var r NetRules
 	for _, k := range []string{"allow", "ask", "deny"} {
-		if l, ok := m[k]; ok {
-			list, ok := a.strings(field+"."+k, l)
-			if !ok {
+		l, ok := m[k]
+		if !ok {
+			continue
+		}
+		var list []string
+		if k == "deny" {
+			if list, ok = a.strings(field+"."+k, l); !ok {
 				return
 			}
-			switch k {
-			case "allow":
-				r.Allow = list
-			case "ask":
-				r.Ask = list
-			case "deny":
-				r.Deny = list
-			}
+		} else if list, ok = a.hostEntries(field+"."+k, l, &r.Private); !ok {
+			return
+		}
+		switch k {
+		case "allow":
+			r.Allow = list
+		case "ask":
+			r.Ask = list
+		case "deny":
+			r.Deny = list
 		}
 	}
 	if o, ok := m["otherwise"]; ok {
@@ -192,11 +244,46 @@ func (a *agentIssues) networkPolicy(field string, v any) {
 			return
 		}
 	}
-	if _, err := netrules.Parse(r.Allow, r.Ask, r.Deny, r.Otherwise); err != nil {
+	if _, err := netrules.Parse(r.Allow, r.Ask, r.Deny, r.Otherwise, r.Private...); err != nil {
 		for _, e := range unjoin(err) {
 			a.errorf(field, "%v", e)
 		}
 	}
+}
+
+// hostEntries checks an allow or ask list: strings first, or objects
+// {"host": NAME, "private": BOOL} for a name that may reach the refused
+// address ranges; the private ones are added to private.
+func (a *agentIssues) hostEntries(field string, v any, private *[]string) ([]string, bool) {
+	list, ok := a.array(field, v)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(list))
+	for i, e := range list {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		switch e := e.(type) {
+		case string:
+			out = append(out, e)
+		case map[string]any:
+			a.onlyKeys(f, e, "host", "private")
+			host, ok := a.requiredString(f+".host", e["host"])
+			if !ok {
+				return nil, false
+			}
+			out = append(out, host)
+			if p, ok := e["private"]; ok {
+				a.boolean(f+".private", p)
+				if p == true {
+					*private = append(*private, host)
+				}
+			}
+		default:
+			a.errorf(f, "must be a host entry (a string) or {\"host\", \"private\"}, got %s", typeName(e))
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 // unjoin is the errors errors.Join joined, or err alone.
@@ -318,7 +405,8 @@ func (s *Snapshot) DecideNetwork(ctx context.Context, req *pb.DecideRequest, age
 	case NetworkAny:
 		fact.effect, fact.rule, fact.message = "allow", "network", fmt.Sprintf("%s: the run's network is \"any\"", hostport)
 	case NetworkRules:
-		rules, err := netrules.Parse(ex.GetNetworkRules().GetAllow(), ex.GetNetworkRules().GetAsk(), ex.GetNetworkRules().GetDeny(), ex.GetNetworkRules().GetOtherwise())
+		nr := ex.GetNetworkRules()
+		rules, err := netrules.Parse(nr.GetAllow(), nr.GetAsk(), nr.GetDeny(), nr.GetOtherwise(), nr.GetPrivate()...)
 		if err != nil {
 			return deny("network_rules", "the run's network rules do not parse, so the connection is refused: "+err.Error())
 		}

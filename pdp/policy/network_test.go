@@ -12,14 +12,14 @@ import (
 func TestNetworkRulesDecodeCanonical(t *testing.T) {
 	defs := map[string]Definition{}
 	_, err := validateAgents(agentsBundle(t, `{"n": {"execution_policy": {"network":
-		{"allow": ["Proxy.Golang.org.", "*.NPMJS.org:443", "2130706433:8080"], "ask": ["Bücher.example"], "deny": ["[::ffff:a00:1]"]}}}}`),
+		{"allow": ["Proxy.Golang.org.", "*.NPMJS.org:443", "2130706433:8080", {"host": "DB.corp.internal:5432", "private": true}], "ask": ["Bücher.example"], "deny": ["[::ffff:a00:1]"]}}}}`),
 		nil, defs, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := defs["n"].Policy
-	want := &NetRules{Allow: []string{"proxy.golang.org", "*.npmjs.org:443", "127.0.0.1:8080"}, Ask: []string{"xn--bcher-kva.example"},
-		Deny: []string{"10.0.0.1"}, Otherwise: "deny"}
+	want := &NetRules{Allow: []string{"proxy.golang.org", "*.npmjs.org:443", "127.0.0.1:8080", "db.corp.internal:5432"}, Ask: []string{"xn--bcher-kva.example"},
+		Deny: []string{"10.0.0.1"}, Otherwise: "deny", Private: []string{"db.corp.internal:5432"}}
 	if p == nil || p.Network != NetworkRules || !reflect.DeepEqual(p.NetRules, want) {
 		t.Fatalf("decoded %+v, want rules %+v", p, want)
 	}

@@ -659,11 +659,15 @@ func (x *ExecutionPolicy) GetNetworkRules() *NetworkRules {
 // then allow, then otherwise. An entry is a name, *.name (any name below it,
 // not the name itself), an IP address or a CIDR, each with an optional :port.
 type NetworkRules struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Allow         []string               `protobuf:"bytes,1,rep,name=allow,proto3" json:"allow,omitempty"`
-	Ask           []string               `protobuf:"bytes,2,rep,name=ask,proto3" json:"ask,omitempty"`
-	Deny          []string               `protobuf:"bytes,3,rep,name=deny,proto3" json:"deny,omitempty"`
-	Otherwise     string                 `protobuf:"bytes,4,opt,name=otherwise,proto3" json:"otherwise,omitempty"` // "deny" | "ask"; "" means "deny"
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Allow     []string               `protobuf:"bytes,1,rep,name=allow,proto3" json:"allow,omitempty"`
+	Ask       []string               `protobuf:"bytes,2,rep,name=ask,proto3" json:"ask,omitempty"`
+	Deny      []string               `protobuf:"bytes,3,rep,name=deny,proto3" json:"deny,omitempty"`
+	Otherwise string                 `protobuf:"bytes,4,opt,name=otherwise,proto3" json:"otherwise,omitempty"` // "deny" | "ask"; "" means "deny"
+	// Name entries of allow and ask that may reach the refused address
+	// ranges (private, loopback, link-local, metadata): a definition's
+	// {"host": NAME, "private": true}. Each is also in allow or ask.
+	Private       []string `protobuf:"bytes,5,rep,name=private,proto3" json:"private,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -724,6 +728,13 @@ func (x *NetworkRules) GetOtherwise() string {
 		return x.Otherwise
 	}
 	return ""
+}
+
+func (x *NetworkRules) GetPrivate() []string {
+	if x != nil {
+		return x.Private
+	}
+	return nil
 }
 
 // PathList wraps a list so that "absent" (not enforced) and "empty" (nothing
@@ -2213,12 +2224,13 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\vwrite_paths\x18\x04 \x01(\v2\x14.toolpdp.v1.PathListR\n" +
 	"writePaths\x12\x18\n" +
 	"\anetwork\x18\x05 \x01(\tR\anetwork\x12=\n" +
-	"\rnetwork_rules\x18\x06 \x01(\v2\x18.toolpdp.v1.NetworkRulesR\fnetworkRules\"h\n" +
+	"\rnetwork_rules\x18\x06 \x01(\v2\x18.toolpdp.v1.NetworkRulesR\fnetworkRules\"\x82\x01\n" +
 	"\fNetworkRules\x12\x14\n" +
 	"\x05allow\x18\x01 \x03(\tR\x05allow\x12\x10\n" +
 	"\x03ask\x18\x02 \x03(\tR\x03ask\x12\x12\n" +
 	"\x04deny\x18\x03 \x03(\tR\x04deny\x12\x1c\n" +
-	"\totherwise\x18\x04 \x01(\tR\totherwise\" \n" +
+	"\totherwise\x18\x04 \x01(\tR\totherwise\x12\x18\n" +
+	"\aprivate\x18\x05 \x03(\tR\aprivate\" \n" +
 	"\bPathList\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\"f\n" +
 	"\aEnvSpec\x12\x12\n" +
