@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/cgi"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -95,5 +99,67 @@ func TestExecNetworkRulesThroughTheProxy(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "network: 2 hosts decided, 1 allowed, 1 refused") {
 		t.Errorf("stderr does not sum up the hosts decided:\n%s", r.stderr)
+	}
+}
+
+// git, confined with network rules, clones from an allowed loopback git
+// server (git's own http-backend) through the proxy.
+func TestExecNetworkRulesGitClone(t *testing.T) {
+	probeKernel(t)
+	if userNSError != nil {
+		t.Skipf("no user namespaces here: %v", userNSError)
+	}
+	needPrograms(t, "git")
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Skipf("git --exec-path: %v", err)
+	}
+	backend := filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend")
+	if _, err := os.Stat(backend); err != nil {
+		t.Skipf("no git-http-backend: %v", err)
+	}
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main", src},
+		{"-C", src, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-q", "--allow-empty", "-m", "first"},
+		{"clone", "-q", "--bare", src, filepath.Join(root, "repo.git")},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %q: %v\n%s", args, err, out)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	srv := &http.Server{Handler: &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { srv.Close() })
+
+	dir := testkit.WriteBundle(t, map[string]string{
+		"agents/data.json": fmt.Sprintf(`{"run": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}],
+		  "execution_policy": {"network": {"allow": ["127.0.0.1:%d"]}}}}`, port),
+	})
+	ts := grpcapitest.NewServer(t, grpcapitest.Options{Bundles: []string{dir}})
+	command := fmt.Sprintf("git clone -q http://127.0.0.1:%d/repo.git clone", port)
+	allow := ts.Decide(t, &pb.DecideRequest{AgentId: "run", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": command})})
+	if allow.Decision != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("the command: %v", allow)
+	}
+	tr := newTree(t)
+	ex := tr.execution("rules")
+	ex.NetworkRules = allow.GetExecution().GetNetworkRules()
+	r := runExec(t, binary(t), ex, nil, []string{"--address", ts.Addr, "--decision", allow.DecisionId, "--agent", "run"},
+		"git", "clone", "-q", fmt.Sprintf("http://127.0.0.1:%d/repo.git", port), "clone")
+	if r.code != 0 {
+		t.Fatalf("git clone through the proxy: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(tr.work, "clone", ".git", "HEAD")); err != nil {
+		t.Errorf("the clone is not there: %v", err)
+	}
+	if hosts, _ := r.report["network_hosts"].([]any); len(hosts) != 1 {
+		t.Errorf("report network_hosts %v, want the one host decided", r.report["network_hosts"])
 	}
 }
