@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/toolpdp/toolpdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
@@ -161,5 +163,60 @@ func TestExecNetworkRulesGitClone(t *testing.T) {
 	}
 	if hosts, _ := r.report["network_hosts"].([]any); len(hosts) != 1 {
 		t.Errorf("report network_hosts %v, want the one host decided", r.report["network_hosts"])
+	}
+}
+
+// A connection the rules ask about is held until a person answers: listed
+// by ListPending, let through by an allow.
+func TestExecNetworkAskHeldUntilAnswered(t *testing.T) {
+	probeKernel(t)
+	if userNSError != nil {
+		t.Skipf("no user namespaces here: %v", userNSError)
+	}
+	needPrograms(t, "curl")
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 here: %v", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "reached %s\n", r.URL.Path) })}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { srv.Close() })
+	dir := testkit.WriteBundle(t, map[string]string{
+		"agents/data.json": `{"run": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}],
+		  "execution_policy": {"network": {"ask": ["127.0.0.2"], "otherwise": "deny"}}}}`,
+	})
+	ts := grpcapitest.NewServer(t, grpcapitest.Options{Bundles: []string{dir}, Approver: true})
+	url := fmt.Sprintf("http://127.0.0.2:%d/asked", port)
+	allow := ts.Decide(t, &pb.DecideRequest{AgentId: "run", SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": "curl " + url})})
+	if allow.Decision != pb.Decision_DECISION_ALLOW {
+		t.Fatalf("the command: %v", allow)
+	}
+	tr := newTree(t)
+	ex := tr.execution("rules")
+	ex.NetworkRules = allow.GetExecution().GetNetworkRules()
+	answered := make(chan string, 1)
+	go func() {
+		ctx := context.Background()
+		deadline := time.Now().Add(50 * time.Second)
+		for time.Now().Before(deadline) {
+			p, err := ts.Approver.ListPending(ctx, &pb.ListPendingRequest{})
+			if err == nil && len(p.Asks) == 1 {
+				_, err := ts.Approver.Confirm(ctx, &pb.ConfirmRequest{DecisionId: p.Asks[0].DecisionId, Result: "allow"})
+				answered <- fmt.Sprintf("%v %v", p.Asks[0].GetMessage(), err)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		answered <- "never listed"
+	}()
+	r := runExec(t, binary(t), ex, nil, []string{"--address", ts.Addr, "--decision", allow.DecisionId, "--agent", "run", "--session", "s"},
+		"curl", "-sS", "--max-time", "50", url)
+	got := <-answered
+	if !strings.Contains(got, fmt.Sprintf("127.0.0.2:%d", port)) || !strings.HasSuffix(got, "<nil>") {
+		t.Errorf("the ask as listed and answered: %s", got)
+	}
+	if r.code != 0 || !strings.Contains(r.stdout, "reached /asked") {
+		t.Errorf("the held connection after a person's allow: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 }
