@@ -326,8 +326,8 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	// counts toward no cap, and only an ask is kept (for its answer).
 	network := policy.IsNetworkCall(req)
 	call.Uncounted = network
-	if keepsNetworkRules(resp) {
-		call.Execution, _ = proto.Marshal(resp.Execution)
+	if kept := networkPart(resp); kept != nil {
+		call.Execution, _ = proto.Marshal(kept)
 	}
 	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" {
 		e.rememberedApproval(ctx, a.snap, call, req, resp, now)

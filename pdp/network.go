@@ -53,8 +53,13 @@ func (e *Engine) networkGrant(ctx context.Context, ws, agentID string, req *pb.D
 	return &policy.NetworkGrant{DecisionID: id, Execution: &ex}
 }
 
-// keepsNetworkRules reports whether an allow's execution must be kept with
-// its decision: its run's connections are decided by its network rules.
-func keepsNetworkRules(resp *pb.DecideResponse) bool {
-	return resp.Decision == pb.Decision_DECISION_ALLOW && resp.GetExecution().GetNetworkRules() != nil
+// networkPart is what an allow keeps with its decision for its run's
+// connections — its network and network rules, not the whole execution
+// (the store's bytes are bounded) — or nil when its run has no rules.
+func networkPart(resp *pb.DecideResponse) *pb.Execution {
+	ex := resp.GetExecution()
+	if resp.Decision != pb.Decision_DECISION_ALLOW || ex.GetNetworkRules() == nil {
+		return nil
+	}
+	return &pb.Execution{Network: ex.GetNetwork(), NetworkRules: ex.GetNetworkRules()}
 }
