@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -36,6 +37,9 @@ type plan struct {
 	PIDs       bool         `json:"pids"`   // ... a PID namespace
 	Net        bool         `json:"net"`    // ... a network namespace
 	Shm        bool         `json:"shm"`    // mount a private /dev/shm
+	Relay      bool         `json:"relay"`  // hand the command's connections to 127.0.0.1:ProxyPort over to the caller (relayFD)
+
+	relayL *net.TCPListener // the run's process's: set up by setUp when Relay
 }
 
 // status is what the run's process could set up, step by step.
@@ -96,6 +100,9 @@ func Child() int {
 		fmt.Fprintln(os.Stderr, "toolpdp exec:", err)
 		return 126
 	}
+	if p.relayL != nil {
+		go relay(p.relayL, os.NewFile(relayFD, "relay"))
+	}
 	return runCommand(&p)
 }
 
@@ -128,6 +135,11 @@ func setUp(p *plan) status {
 	}
 	if p.Net {
 		step(stepLoopback, loopbackUp())
+	}
+	if p.Relay {
+		var err error
+		p.relayL, err = listenRelay()
+		step(stepRelay, err)
 	}
 	step(stepSubreaper, unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0))
 	step(stepCaps, dropCapabilities())

@@ -83,7 +83,17 @@ func compose(rep *Report, spec *Spec, p *plan, flags uintptr, nsErr error, st st
 	names(PartUnreadableNames, spec.UnreadableNames, found.unreadable, stepMask, found.unTruncated, "masking mounts")
 	rep.ReadOnly, rep.Unreadable = found.readOnly, found.unreadable
 
-	if spec.NoNetwork {
+	switch {
+	case spec.Proxy != nil && !p.Relay:
+		rep.notEnforced(PartNetwork, true, "network rules need a network namespace of the run's own, which this node does not give ("+flagNames(flags)+"); without it no connection could reach the proxy alone")
+	case spec.Proxy != nil && !done[stepRelay]:
+		rep.notEnforced(PartNetwork, true, "the proxy's relay could not listen in the run's network namespace: "+st.Failed[stepRelay])
+	case spec.Proxy != nil && !done[stepSeccomp]:
+		rep.notEnforced(PartNetwork, true, "seccomp failed: "+st.Failed[stepSeccomp])
+	case spec.Proxy != nil:
+		rep.enforced(PartNetwork, true, fmt.Sprintf("network namespace (loopback only), each connection decided by the proxy at 127.0.0.1:%d (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY)", ProxyPort),
+			"seccomp (socket families)")
+	case spec.NoNetwork:
 		var by []string
 		if p.Net {
 			by = append(by, "network namespace")
@@ -102,7 +112,7 @@ func compose(rep *Report, spec *Spec, p *plan, flags uintptr, nsErr error, st st
 			}
 			rep.enforced(PartNetwork, true, append(by, sock)...)
 		}
-	} else {
+	default:
 		rep.notEnforced(PartNetwork, false, "network is not forbidden")
 	}
 

@@ -23,6 +23,9 @@ type Report struct {
 	// created (a mount protects only what exists when the run starts).
 	Created  []string `json:"created_protected,omitempty"`
 	ExitCode *int     `json:"exit_code,omitempty"`
+	// NetworkHosts are the hosts a run whose network is decided per
+	// connection decided, as its proxy records them (set by the caller).
+	NetworkHosts any `json:"network_hosts,omitempty"`
 }
 
 // Kernel is what the probe found and the run could set up.

@@ -2,6 +2,7 @@ package confine
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,7 +93,18 @@ func Run(spec Spec, opt Options, stdin io.Reader, stdout, stderr io.Writer) (*Re
 	found.readOnly, found.roTruncated = readOnly.find(roots.writes, opt.MaxWalk)
 	found.readOnly = slices.DeleteFunc(found.readOnly, func(s string) bool { return slices.Contains(found.unreadable, s) })
 
-	pipes, child, flags, nsErr := startChild(spec.NoNetwork, stdin, stdout, stderr)
+	isolated := spec.NoNetwork || spec.Proxy != nil
+	var relayCaller, relayRun *os.File
+	if spec.Proxy != nil {
+		if relayCaller, relayRun, err = relayPair(); err != nil {
+			return fail(ExitRefused, "%v", err)
+		}
+		defer relayCaller.Close()
+	}
+	pipes, child, flags, nsErr := startChild(isolated, relayRun, stdin, stdout, stderr)
+	if relayRun != nil {
+		relayRun.Close()
+	}
 	if child == nil {
 		return fail(ExitRefused, "starting the confined process: %v", nsErr)
 	}
@@ -100,8 +112,9 @@ func Run(spec Spec, opt Options, stdin io.Reader, stdout, stderr io.Writer) (*Re
 	p.Mounts, p.PIDs, p.Net = flags&unix.CLONE_NEWNS != 0, flags&unix.CLONE_NEWPID != 0, flags&unix.CLONE_NEWNET != 0
 	p.Shm = p.Mounts && exists("/dev/shm")
 	p.FS = fileRules(spec, profile, tmp, p.Shm)
-	p.LandlockIP = spec.NoNetwork && !p.Net
-	p.Sockets = socketFilter{NoNetwork: spec.NoNetwork, Inet: p.Net, Unix: rep.Kernel.LandlockABI >= 9 && p.FS.Handled}
+	p.LandlockIP = isolated && !p.Net
+	p.Relay = spec.Proxy != nil && p.Net
+	p.Sockets = socketFilter{NoNetwork: isolated, Inet: p.Net, Unix: rep.Kernel.LandlockABI >= 9 && p.FS.Handled}
 	if p.Mounts {
 		p.ReadOnly, p.Unreadable = found.readOnly, found.unreadable
 	}
@@ -125,6 +138,11 @@ func Run(spec Spec, opt Options, stdin io.Reader, stdout, stderr io.Writer) (*Re
 	before := map[string]bool{}
 	for _, f := range append(slices.Clone(found.readOnly), found.unreadable...) {
 		before[f] = true
+	}
+	if p.Relay {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go serveRelay(ctx, relayCaller, spec.Proxy)
 	}
 	code := pipes.goAndWait(child)
 	endDescendants()
@@ -152,6 +170,9 @@ func environment(spec Spec, tmp string) []string {
 		}
 	}
 	m["TMPDIR"] = tmp
+	if spec.Proxy != nil {
+		proxyEnv(m)
+	}
 	out := make([]string, 0, len(m))
 	for k, v := range m {
 		out = append(out, k+"="+v)
@@ -318,7 +339,7 @@ func (c *childPipes) goAndWait(child *exec.Cmd) int {
 // allows: user, mount, PID, IPC and (for no network) network ones; without
 // a user namespace, the same as root; else none. It returns the flags
 // that worked and why the fuller sets did not.
-func startChild(noNetwork bool, stdin io.Reader, stdout, stderr io.Writer) (*childPipes, *exec.Cmd, uintptr, error) {
+func startChild(noNetwork bool, relay *os.File, stdin io.Reader, stdout, stderr io.Writer) (*childPipes, *exec.Cmd, uintptr, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, 0, err
@@ -351,8 +372,12 @@ func startChild(noNetwork bool, stdin io.Reader, stdout, stderr io.Writer) (*chi
 		if err != nil {
 			return nil, nil, 0, err
 		}
+		extra := []*os.File{planR, statusW}
+		if relay != nil {
+			extra = append(extra, relay) // relayFD
+		}
 		cmd := &exec.Cmd{Path: self, Args: []string{childArgv0, "exec"}, Env: []string{},
-			Stdin: stdin, Stdout: stdout, Stderr: stderr, ExtraFiles: []*os.File{planR, statusW}, WaitDelay: 2 * time.Second,
+			Stdin: stdin, Stdout: stdout, Stderr: stderr, ExtraFiles: extra, WaitDelay: 2 * time.Second,
 			SysProcAttr: childAttr(flags)}
 		err = cmd.Start()
 		planR.Close()

@@ -19,6 +19,11 @@ type Spec struct {
 	WritePaths *[]string
 	// NoNetwork forbids every socket that leaves the run.
 	NoNetwork bool
+	// Proxy, when set, is the run's only way out: a network namespace
+	// with only loopback, where 127.0.0.1:ProxyPort reaches Proxy (the
+	// proxy variables say so); every other socket is held as NoNetwork
+	// holds it.
+	Proxy ConnServer
 	// ReadOnlyNames stay read-only inside the write roots; UnreadableNames
 	// are neither read nor written. Names compare as the protected-paths
 	// guardrail compares them.

@@ -194,7 +194,7 @@ func (e *Engine) redecide(ctx context.Context, ask *session.Call, now time.Time)
 		refused.Message = "a person's allow cannot stand: " + refused.Message
 		return refused, nil
 	}
-	now2 := e.evaluate(ctx, a, ask.AgentID, agent, current, &req)
+	now2 := e.evaluate(ctx, a, ask.Workspace, ask.AgentID, agent, current, &req)
 	if now2.Decision != pb.Decision_DECISION_DENY {
 		allow.Execution = now2.Execution
 		return allow, nil

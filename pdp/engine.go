@@ -323,7 +323,7 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	agent, resp := e.pin(ctx, a, key, current)
 	asked := req // what the person is shown of an ask
 	if resp == nil {
-		resp = e.evaluate(ctx, a, agentID, agent, current, req)
+		resp = e.evaluate(ctx, a, ws, agentID, agent, current, req)
 		var only *pb.DecideRequest // an ask about an MCP tool's definition, not the call (tooldefs.go)
 		if resp, only = e.gateTool(ctx, a, ws, current, req, resp); only != nil {
 			asked = only
@@ -341,6 +341,13 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 	case req.GetCallId() != "":
 		call.Signature = session.CallSignature(req)
 	}
+	// A connection of a confined run is not a step of the agent's loop: it
+	// counts toward no cap, and only an ask is kept (for its answer).
+	network := policy.IsNetworkCall(req)
+	call.Uncounted = network
+	if kept := networkPart(resp); kept != nil {
+		call.Execution, _ = proto.Marshal(kept)
+	}
 	if resp.Decision == pb.Decision_DECISION_ASK && req.GetSessionId() != "" && asked == req {
 		e.rememberedApproval(ctx, a.snap, call, req, resp, now)
 	}
@@ -351,7 +358,11 @@ func (e *Engine) Decide(ctx context.Context, ws string, req *pb.DecideRequest) (
 		call.Response, _ = proto.Marshal(resp)
 	}
 	ev := AskEvent{Call: *call} // before the store shares it
-	halt, err := e.state.store.Decided(ctx, call, now)
+	var halt bool
+	var err error
+	if !network || resp.Decision == pb.Decision_DECISION_ASK {
+		halt, err = e.state.store.Decided(ctx, call, now)
+	}
 	if asked != req && err == nil {
 		e.noteDefinitionAsk(ctx, ws, agentID, resp)
 	}
@@ -397,13 +408,16 @@ func unaudited(resp *pb.DecideResponse, err error) {
 // evaluate decides with the pinned definition agent, under --eval-timeout.
 // A session pinned to a definition the newest policy no longer has is
 // revoked: nothing of the pin applies, custom tools included.
-func (e *Engine) evaluate(ctx context.Context, a *active, agentID string, agent, current *policy.Agent, req *pb.DecideRequest) *pb.DecideResponse {
+func (e *Engine) evaluate(ctx context.Context, a *active, ws, agentID string, agent, current *policy.Agent, req *pb.DecideRequest) *pb.DecideResponse {
 	snap := a.snap
 	if agent != nil && current == nil {
 		resp := &pb.DecideResponse{PolicyRevision: snap.Revision}
 		policy.Deny(resp, "session", "agent_removed", fmt.Sprintf("agent '%s' was removed from the policy: every call of its running sessions is denied", agentID))
 		policy.BoundMessages(resp)
 		return resp
+	}
+	if policy.IsNetworkCall(req) {
+		return e.decideNetwork(ctx, a, ws, agentID, agent, req)
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.EvalTimeout)
 	defer cancel()

@@ -215,7 +215,7 @@ func (e *Engine) GetExecution(ctx context.Context, ws string, req *pb.GetExecuti
 	if pinDigest(agent) != h.pin {
 		return nil, errorf(FailedPrecondition, "the session of decision %q no longer holds the definition it was decided with: decide the call again", id)
 	}
-	now2 := e.evaluate(ctx, a, h.key.Agent, agent, current, h.req)
+	now2 := e.evaluate(ctx, a, ws, h.key.Agent, agent, current, h.req)
 	if now2.GetDecision() == pb.Decision_DECISION_DENY {
 		return nil, errorf(PermissionDenied, "the policy in force now denies decision %q's call: %s", id, now2.GetMessage())
 	}

@@ -49,6 +49,11 @@ func (e *Engine) FilterTools(ctx context.Context, ws string, req *pb.FilterTools
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.EvalTimeout*4)
 	defer cancel()
 	for _, t := range req.GetTools() {
+		if t.GetName() == policy.NetworkTool && t.GetServer() == "" {
+			// The proxy's own tool: never one a model may call.
+			resp.Hidden = append(resp.Hidden, &pb.HiddenTool{Tool: t, Reason: "Network is the reserved tool a confined run's connections are decided by; no model calls it"})
+			continue
+		}
 		probe := &pb.DecideRequest{AgentId: req.GetAgentId(), SessionId: req.GetSessionId(), ToolName: t.GetName(), Server: t.GetServer()}
 		d, err := a.snap.Decide(ctx, probe, agent)
 		if err != nil {

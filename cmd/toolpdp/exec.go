@@ -20,11 +20,13 @@ import (
 
 	"github.com/toolpdp/toolpdp/client"
 	"github.com/toolpdp/toolpdp/confine"
+	"github.com/toolpdp/toolpdp/confine/netproxy"
+	"github.com/toolpdp/toolpdp/envguard/netrules"
 	"github.com/toolpdp/toolpdp/pdp/server"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
-const execSynopsis = `toolpdp exec --execution FILE|- [--report FILE] [--best-effort] (--command-b64 B64 | -- COMMAND [ARG]...)
+const execSynopsis = `toolpdp exec --execution FILE|- [--report FILE] [--best-effort] [--decision ID --agent ID --session ID] (--command-b64 B64 | -- COMMAND [ARG]...)
        toolpdp exec --decision ID [--address ADDR] [--token-file FILE] [--report FILE] [--best-effort] (--command-b64 B64 | -- COMMAND [ARG]...)
        toolpdp exec --install-to DIR
        toolpdp exec --check [--format text|json]
@@ -33,7 +35,10 @@ Runs COMMAND confined by the kernel to an allowed call's execution (its
 protojson, or a whole DecideResponse that allows): exactly its env (when
 env_enforced) plus a private TMPDIR, in its cwd, writing only under
 write_paths (protected names inside them read-only), reading only under
-read_paths and the profile, no network when network is "none", no new
+read_paths and the profile, no network when network is "none" — when it
+is "rules", a network namespace with loopback only and a proxy at
+127.0.0.1:3128 (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY) where each new host is
+decided by the sidecar at --address for the allow --decision names —, no new
 privileges, every process it starts ended with it. It reports on stderr
 (and --report as JSON) what it enforced and what it could not. Exit codes:
 the command's; 126 when the kernel cannot enforce what the execution asks
@@ -70,6 +75,8 @@ func execCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	timeout := fs.Duration("timeout", 10*time.Second, "with --decision: bound on fetching the execution")
 	check := fs.Bool("check", false, "say whether this kernel and node can confine a run (Landlock ABI, namespaces, seccomp) and exit: 0 when they can, 1 when not")
 	format := formatFlag(fs, "text")
+	var netOpts netFlags
+	netOpts.register(fs, address, decision, tokenFile)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -104,8 +111,6 @@ func execCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	switch {
 	case *execution == "" && *decision == "":
 		return fmt.Errorf("%w: exec: --execution or --decision is required", errUsage)
-	case *execution != "" && *decision != "":
-		return fmt.Errorf("%w: exec: --execution and --decision are two ways to give the execution: give one", errUsage)
 	case *commandB64 != "" && len(argv) > 0:
 		return fmt.Errorf("%w: exec: --command-b64 and a command after -- are two commands: give one", errUsage)
 	case *commandB64 != "":
@@ -117,12 +122,15 @@ func execCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	case len(argv) == 0:
 		return fmt.Errorf("%w: exec: no command after --", errUsage)
 	}
-	var spec confine.Spec
+	// --decision alone takes the execution from the sidecar; beside an
+	// inline --execution it names the allow the run's connections are
+	// decided for (network rules).
+	var spec execSpec
 	var err error
-	if *decision != "" {
+	if *execution == "" {
 		spec, err = fetchExecution(ctx, *address, *tokenFile, *timeout, &pb.GetExecutionRequest{DecisionId: *decision, Command: command, Argv: argv})
 		if err == nil {
-			spec.Cwd = agentCwd(spec)
+			spec.Cwd = agentCwd(spec.Spec)
 		}
 	} else {
 		spec, err = readExecution(*execution, stdin)
@@ -135,10 +143,30 @@ func execCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if command != "" {
 		spec.Argv = []string{"bash", "-c", command}
 	}
+	if spec.NetRules != nil {
+		proxy, closeProxy, err := netOpts.proxy(spec.NetRules, strings.Join(spec.Argv, " "), stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "toolpdp exec: %v\n", err)
+			return exitCode(confine.ExitRefused)
+		}
+		defer closeProxy()
+		spec.Proxy = proxy
+	}
 	if *execution == "-" {
 		stdin = eofReader{} // the execution was stdin
 	}
-	rep, code := confine.Run(spec, confine.Options{BestEffort: *bestEffort}, stdin, stdout, stderr)
+	rep, code := confine.Run(spec.Spec, confine.Options{BestEffort: *bestEffort}, stdin, stdout, stderr)
+	if p, ok := spec.Proxy.(*netproxy.Proxy); ok {
+		hosts := p.Records()
+		rep.NetworkHosts = hosts
+		allowed := 0
+		for _, h := range hosts {
+			if h.Decision == "allow" {
+				allowed++
+			}
+		}
+		fmt.Fprintf(stderr, "toolpdp exec: network: %d hosts decided, %d allowed, %d refused\n", len(hosts), allowed, len(hosts)-allowed)
+	}
 	if *report != "" {
 		if err := os.WriteFile(*report, rep.JSON(), 0o600); err != nil {
 			fmt.Fprintf(stderr, "toolpdp exec: --report: %v\n", err)
@@ -155,16 +183,16 @@ func execCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 
 // fetchExecution asks the sidecar at addr for the execution of the allow
 // req names, for exactly req's command; any refusal runs nothing.
-func fetchExecution(ctx context.Context, addr, tokenFile string, timeout time.Duration, req *pb.GetExecutionRequest) (confine.Spec, error) {
+func fetchExecution(ctx context.Context, addr, tokenFile string, timeout time.Duration, req *pb.GetExecutionRequest) (execSpec, error) {
 	conn, err := grpc.NewClient(client.Target(addr), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return confine.Spec{}, fmt.Errorf("--address %s: %w", addr, err)
+		return execSpec{}, fmt.Errorf("--address %s: %w", addr, err)
 	}
 	defer conn.Close()
 	if tokenFile != "" {
 		raw, err := os.ReadFile(tokenFile)
 		if err != nil {
-			return confine.Spec{}, fmt.Errorf("--token-file: %w", err)
+			return execSpec{}, fmt.Errorf("--token-file: %w", err)
 		}
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(raw)))
 	}
@@ -173,7 +201,7 @@ func fetchExecution(ctx context.Context, addr, tokenFile string, timeout time.Du
 	ex, err := pb.NewDecisionServiceClient(conn).GetExecution(ctx, req)
 	if err != nil {
 		st := grpcstatus.Convert(err)
-		return confine.Spec{}, fmt.Errorf("the sidecar at %s gave no execution for decision %s (%s: %s); nothing was run", addr, req.GetDecisionId(), st.Code(), st.Message())
+		return execSpec{}, fmt.Errorf("the sidecar at %s gave no execution for decision %s (%s: %s); nothing was run", addr, req.GetDecisionId(), st.Code(), st.Message())
 	}
 	return specOf(ex)
 }
@@ -209,7 +237,7 @@ func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 
 // readExecution reads an execution (or a DecideResponse that allows) as
 // protojson; an unknown field is an error, not a part left out.
-func readExecution(name string, stdin io.Reader) (confine.Spec, error) {
+func readExecution(name string, stdin io.Reader) (execSpec, error) {
 	var b []byte
 	var err error
 	if name == "-" {
@@ -218,16 +246,16 @@ func readExecution(name string, stdin io.Reader) (confine.Spec, error) {
 		b, err = os.ReadFile(name)
 	}
 	if err != nil {
-		return confine.Spec{}, fmt.Errorf("--execution: %w", err)
+		return execSpec{}, fmt.Errorf("--execution: %w", err)
 	}
 	ex := &pb.Execution{}
 	if err := protojson.Unmarshal(b, ex); err != nil {
 		resp := &pb.DecideResponse{}
 		if err2 := protojson.Unmarshal(b, resp); err2 != nil {
-			return confine.Spec{}, fmt.Errorf("--execution %s: neither an Execution (%v) nor a DecideResponse (%v)", name, err, err2)
+			return execSpec{}, fmt.Errorf("--execution %s: neither an Execution (%v) nor a DecideResponse (%v)", name, err, err2)
 		}
 		if resp.GetDecision() != pb.Decision_DECISION_ALLOW {
-			return confine.Spec{}, fmt.Errorf("--execution %s: the decision is %v, not an allow", name, resp.GetDecision())
+			return execSpec{}, fmt.Errorf("--execution %s: the decision is %v, not an allow", name, resp.GetDecision())
 		}
 		if ex = resp.GetExecution(); ex == nil {
 			ex = &pb.Execution{}
@@ -236,9 +264,16 @@ func readExecution(name string, stdin io.Reader) (confine.Spec, error) {
 	return specOf(ex)
 }
 
-func specOf(ex *pb.Execution) (confine.Spec, error) {
-	s := confine.Spec{Env: ex.GetEnv(), EnvEnforced: ex.GetEnvEnforced(), Cwd: ex.GetCwd(),
-		ReadOnlyNames: ex.GetReadOnlyNames(), UnreadableNames: ex.GetUnreadableNames()}
+// execSpec is a run's spec and, when its network is decided per
+// connection, the rules its proxy needs.
+type execSpec struct {
+	confine.Spec
+	NetRules *netrules.Rules
+}
+
+func specOf(ex *pb.Execution) (execSpec, error) {
+	s := execSpec{Spec: confine.Spec{Env: ex.GetEnv(), EnvEnforced: ex.GetEnvEnforced(), Cwd: ex.GetCwd(),
+		ReadOnlyNames: ex.GetReadOnlyNames(), UnreadableNames: ex.GetUnreadableNames()}}
 	if r := ex.GetReadPaths(); r != nil {
 		paths := r.GetPaths()
 		s.ReadPaths = &paths
@@ -250,9 +285,19 @@ func specOf(ex *pb.Execution) (confine.Spec, error) {
 	switch ex.GetNetwork() {
 	case "none":
 		s.NoNetwork = true
-	case "":
+	case "", "any":
+	case "rules":
+		nr := ex.GetNetworkRules()
+		if nr == nil {
+			return s, errors.New(`execution.network_rules: required when network is "rules"`)
+		}
+		rules, err := netrules.Parse(nr.GetAllow(), nr.GetAsk(), nr.GetDeny(), nr.GetOtherwise(), nr.GetPrivate()...)
+		if err != nil {
+			return s, fmt.Errorf("execution.network_rules.%w", err)
+		}
+		s.NetRules = rules
 	default:
-		return s, errors.New("execution.network: " + fmt.Sprintf("%q is not \"none\" or empty", ex.GetNetwork()))
+		return s, errors.New("execution.network: " + fmt.Sprintf("%q is not \"none\", \"any\", \"rules\" or empty", ex.GetNetwork()))
 	}
 	return s, nil
 }

@@ -654,3 +654,18 @@ func FuzzReadExecution(f *testing.F) {
 		}
 	})
 }
+
+// An execution whose network is decided per connection carries its rules
+// to the proxy; "any" is an unrestricted network.
+func TestExecReadsNetworkRules(t *testing.T) {
+	s, err := specOf(&pb.Execution{Network: "rules", NetworkRules: &pb.NetworkRules{Allow: []string{"proxy.golang.org"}}})
+	if err != nil || s.NetRules == nil || len(s.NetRules.Allow) != 1 {
+		t.Errorf("network rules: %+v %v", s, err)
+	}
+	if _, err := specOf(&pb.Execution{Network: "rules"}); err == nil {
+		t.Error("network rules without rules were accepted")
+	}
+	if s, err := specOf(&pb.Execution{Network: "any"}); err != nil || s.NoNetwork || s.NetRules != nil {
+		t.Errorf("network any: %+v %v, want an unrestricted network", s, err)
+	}
+}

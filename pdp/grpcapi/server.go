@@ -323,9 +323,9 @@ func (s *Server) checkDecide(r *pb.DecideRequest) error {
 			return fmt.Errorf("execution_policy.env.mode: %w", err)
 		}
 	}
-	if n := r.GetExecutionPolicy().GetNetwork(); n != "" && n != "none" {
-		// A network rule nobody enforces must not pass for "not enforced".
-		return fmt.Errorf("execution_policy.network: %q is not \"none\" or empty", n)
+	// A network rule nobody reads must not pass for "not enforced".
+	if err := policy.CheckNetwork(r.GetExecutionPolicy()); err != nil {
+		return err
 	}
 	for field, v := range map[string]string{"agent_id": r.GetAgentId(), "session_id": r.GetSessionId(), "server": r.GetServer(), "call_id": r.GetCallId()} {
 		if len(v) > MaxIDBytes {

@@ -116,7 +116,7 @@ func TestValidationErrorsNameTheField(t *testing.T) {
 		{"unknown env mode", &pb.DecideRequest{ToolName: "Bash", ExecutionPolicy: &pb.ExecutionPolicy{Env: &pb.EnvSpec{Mode: "ALLOWLIST"}}},
 			"execution_policy.env.mode: \"ALLOWLIST\" is not allowlist or denylist"},
 		{"unknown network rule", &pb.DecideRequest{ToolName: "Bash", ExecutionPolicy: &pb.ExecutionPolicy{Network: "loopback"}},
-			"execution_policy.network: \"loopback\" is not \"none\" or empty"},
+			"execution_policy.network: \"loopback\" is not \"none\", \"any\", \"rules\" or empty"},
 	}
 	for _, c := range cases {
 		_, err := ts.Client.Decide(context.Background(), c.req)

@@ -26,6 +26,12 @@ func (s *Snapshot) Decide(ctx context.Context, req *pb.DecideRequest, agent *Age
 // whether it did. A nil memo, or a snapshot whose decisions may not be
 // memoized, is Decide.
 func (s *Snapshot) DecideMemo(ctx context.Context, req *pb.DecideRequest, agent *Agent, memo *Memo) (resp *pb.DecideResponse, hit bool, err error) {
+	if IsNetworkCall(req) {
+		// A connection is decided only with the allow it belongs to, which
+		// only the engine can look up: alone, the snapshot refuses it.
+		resp, err = s.DecideNetwork(ctx, req, agent, nil)
+		return resp, false, err
+	}
 	id := AgentID(req.GetAgentId())
 	if agent == nil {
 		agent = s.agents[id]
@@ -50,6 +56,11 @@ func (s *Snapshot) DecideMemo(ctx context.Context, req *pb.DecideRequest, agent 
 			}
 		}
 		err = s.evaluate(ctx, f.input(s, false), resp)
+		if ex := resp.GetExecution(); err == nil && ex != nil && ex.Network == NetworkRules && f.policy != nil {
+			// The rules as the policy resolved them: what a confined run's
+			// proxy decides each new host by.
+			ex.NetworkRules = f.policy.NetRules.Proto()
+		}
 	}
 	if err != nil {
 		Deny(resp, "policy", "evaluation_error", fmt.Sprintf("the policy could not be evaluated, so the call is denied: %v", err))

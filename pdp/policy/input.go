@@ -54,6 +54,7 @@ type facts struct {
 	command    *commandFact   // nil: not a shell tool
 	arguments  *argumentsFact // nil: no argument constraint may apply
 	confine    *confineFact   // nil: not a shell tool
+	network    *networkFact   // a Network call's host as the rules decided it; nil otherwise
 }
 
 func gather(ctx context.Context, snap *Snapshot, agentID string, agent *Agent, req *pb.DecideRequest) (*facts, error) {
@@ -148,6 +149,9 @@ func (f *facts) input(snap *Snapshot, whole bool) ast.Value {
 	if f.confine != nil {
 		in.Insert(ast.StringTerm("confinement"), ast.NewTerm(f.confine.value()))
 	}
+	if f.network != nil {
+		in.Insert(ast.StringTerm("network"), ast.NewTerm(f.network.value()))
+	}
 	return in
 }
 
@@ -225,9 +229,18 @@ func effectivePolicy(agent *Agent, req *pb.DecideRequest) *ExecutionPolicy {
 
 func policyFromProto(p *pb.ExecutionPolicy) *ExecutionPolicy {
 	out := &ExecutionPolicy{Cwd: p.GetCwd(), Network: p.GetNetwork()}
-	if out.Network != "" && out.Network != "none" {
-		// The server refuses such a request; in-process, the strictest reading.
-		out.Network = "none"
+	switch out.Network {
+	case "", NetworkNone, NetworkAny:
+	case NetworkRules:
+		rules, err := netRulesFromProto(p.GetNetworkRules())
+		if err != nil || p.GetNetworkRules() == nil {
+			// The server refuses such a request; in-process, the strictest reading.
+			out.Network = NetworkNone
+			break
+		}
+		out.NetRules = rules
+	default:
+		out.Network = NetworkNone
 	}
 	if e := p.GetEnv(); e != nil {
 		out.Env = &EnvSpec{Mode: e.GetMode(), Names: e.GetNames(), IncludeSafeEnvVars: e.GetIncludeSafeEnvVars()}
@@ -272,6 +285,15 @@ func policyValue(p *ExecutionPolicy) ast.Value {
 	}
 	if p.Network != "" {
 		o.Insert(ast.StringTerm("network"), ast.StringTerm(p.Network))
+	}
+	if p.Network == NetworkRules && p.NetRules != nil {
+		o.Insert(ast.StringTerm("network_rules"), ast.ObjectTerm(
+			item("allow", stringArray(p.NetRules.Allow)),
+			item("ask", stringArray(p.NetRules.Ask)),
+			item("deny", stringArray(p.NetRules.Deny)),
+			item("otherwise", ast.String(p.NetRules.Otherwise)),
+			item("private", stringArray(p.NetRules.Private)),
+		))
 	}
 	return o
 }

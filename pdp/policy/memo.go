@@ -102,6 +102,11 @@ func responseBytes(r *pb.DecideResponse) int64 {
 	}
 	if ex := r.GetExecution(); ex != nil {
 		n += 64 + len(ex.Cwd) + len(ex.Network)
+		if r := ex.GetNetworkRules(); r != nil {
+			for _, e := range slices.Concat(r.Allow, r.Ask, r.Deny) {
+				n += 24 + len(e)
+			}
+		}
 		for k, v := range ex.Env {
 			n += 48 + len(k) + len(v)
 		}
@@ -136,6 +141,10 @@ func copyResponse(dst, src *pb.DecideResponse) {
 		}
 		if ex.WritePaths != nil {
 			out.WritePaths = &pb.PathList{Paths: slices.Clone(ex.WritePaths.Paths)}
+		}
+		if r := ex.NetworkRules; r != nil {
+			out.NetworkRules = &pb.NetworkRules{Allow: slices.Clone(r.Allow), Ask: slices.Clone(r.Ask), Deny: slices.Clone(r.Deny), Otherwise: r.Otherwise,
+				Private: slices.Clone(r.Private)}
 		}
 		dst.Execution = out
 	}
@@ -315,6 +324,12 @@ func (s *Snapshot) key(f *facts) memoKey {
 				continue
 			}
 			buf = appendList(appendBool(appendString(append(buf, 'k'), f.confine.mode), f.confine.confined), f.confine.homes)
+		case "network":
+			if f.network == nil {
+				buf = append(buf, 'u')
+				continue
+			}
+			buf, _ = appendValue(append(buf, 'n'), f.network.value())
 		default:
 			buf = append(buf, 'u') // no input has it
 		}
@@ -324,7 +339,7 @@ func (s *Snapshot) key(f *facts) memoKey {
 
 // keyedFields are the input fields key encodes: every field buildInput
 // may produce (TestKeyKnowsEveryInputField).
-var keyedFields = []string{"agent_id", "session_id", "tool_name", "server", "category", "env", "args", "agent", "guardrails", "policy", "scope", "paths", "globs", "command", "arguments", "confinement"}
+var keyedFields = []string{"agent_id", "session_id", "tool_name", "server", "category", "env", "args", "agent", "guardrails", "policy", "scope", "paths", "globs", "command", "arguments", "confinement", "network"}
 
 // appendKey encodes the command as its value has it, leaves only when
 // asked for.

@@ -152,7 +152,11 @@ type ExecutionPolicy struct {
 	Cwd        string    `json:"cwd,omitempty"`
 	ReadPaths  *[]string `json:"read_paths,omitempty"`
 	WritePaths *[]string `json:"write_paths,omitempty"`
-	Network    string    `json:"network,omitempty"` // "none" forbids network use; "" is not enforced
+	// Network is "none" (no network use), "any", "rules" (NetRules decide
+	// each new host of a confined run) or "" (not enforced). MarshalJSON
+	// writes both as the definition's one network key.
+	Network  string    `json:"-"`
+	NetRules *NetRules `json:"-"`
 	// Confinement says what a call's DecideRequest.confined counts for:
 	// "off" or "" (nothing), "trusted", "required". An agent definition's
 	// alone: a call site's policy cannot set it.

@@ -280,6 +280,8 @@ func (a *agentIssues) tools(v any, servers map[string]bool, builtins map[string]
 			case !ok:
 			case builtins[name]:
 				a.errorf(field+".name", "custom tool %q takes the name of a built-in tool", name)
+			case name == NetworkTool:
+				a.errorf(field+".name", "custom tool %q takes the reserved name of the tool a confined run's connections are decided by", name)
 			case strings.HasPrefix(name, "mcp__"):
 				a.errorf(field+".name", "custom tool %q may not be named in the mcp__ form", name)
 			case customs[name]:
@@ -436,7 +438,7 @@ func (a *agentIssues) executionPolicy(field string, v any) {
 		case "env":
 			a.envSpec(f, m[k])
 		case "network":
-			a.network(f, m[k])
+			a.networkPolicy(f, m[k])
 		case "confinement":
 			if s, ok := a.str(f, m[k]); ok && !slices.Contains(confinementModes, s) {
 				a.errorf(f, "%q is not \"off\", \"trusted\" or \"required\"", s)

@@ -30,8 +30,12 @@ type Call struct {
 	MaxDenials int // the session's consecutive cap, of the definition that decided
 
 	Decision pb.Decision // what Decide answered
-	Answer   pb.Decision // a person's answer to an ask; UNSPECIFIED until Confirm
-	reported bool        // ReportResult was called for it
+	// Uncounted: neither the decision nor its answer counts toward the
+	// session's consecutive cap (a confined run's connection: the run's
+	// own command was counted already).
+	Uncounted bool
+	Answer    pb.Decision // a person's answer to an ask; UNSPECIFIED until Confirm
+	reported  bool        // ReportResult was called for it
 
 	// An ask keeps its request and response, encoded (a decoded request
 	// costs many times its wire size): what a person is shown, and what
@@ -67,6 +71,15 @@ type Call struct {
 func (a *Call) size() int64 {
 	return int64(len(a.Workspace)+len(a.DecisionID)+len(a.CallID)+len(a.AgentID)+len(a.SessionID)+len(a.ToolName)+len(a.Message)+
 		len(a.Request)+len(a.Response)+len(a.AnswerMessage)+len(a.Execution)+len(a.AnsweredBy)+len(a.Epoch)) + 320
+}
+
+// countedAs is how the decision d of c counts in its session: as itself,
+// or as an ask (nothing) when c is uncounted.
+func (a *Call) countedAs(d pb.Decision) pb.Decision {
+	if a.Uncounted {
+		return pb.Decision_DECISION_ASK
+	}
+	return d
 }
 
 // settled reports whether an ask's wait is over: answered or expired, or

@@ -375,7 +375,7 @@ func (r *Redis) Decided(ctx context.Context, c *Call, now time.Time) (bool, erro
 	if c.Decision == pb.Decision_DECISION_ASK {
 		ask = 1
 	}
-	v, err := r.run(ctx, decidedScript, now, skey, effect(c.Decision), c.MaxDenials, c.DecisionID, c.Workspace, int(c.Decision), doc,
+	v, err := r.run(ctx, decidedScript, now, skey, effect(c.countedAs(c.Decision)), c.MaxDenials, c.DecisionID, c.Workspace, int(c.Decision), doc,
 		c.size(), cid, sig, ask, r.b.MaxPending, r.maxPendingBytes(), r.b.PendingTTL.Milliseconds(), r.channel())
 	if err != nil {
 		return false, err
@@ -506,7 +506,7 @@ func (r *Redis) Answer(ctx context.Context, id, workspace string, answer func(*C
 		return nil, NotFound, false, err
 	}
 	nonce := newNonce()
-	v, err := r.run(ctx, answerScript, now, id, workspace, int(c.Answer), effect(c.Answer), adoc, r.b.PendingTTL.Milliseconds(),
+	v, err := r.run(ctx, answerScript, now, id, workspace, int(c.Answer), effect(c.countedAs(c.Answer)), adoc, r.b.PendingTTL.Milliseconds(),
 		r.b.MaxPending, r.maxPendingBytes(), r.channel(), nonce)
 	if err != nil && !errors.Is(err, ErrStateLost) {
 		// The script may have run although its reply was lost (a stall, a

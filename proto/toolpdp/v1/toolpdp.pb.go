@@ -580,13 +580,18 @@ type Execution struct {
 	// The effective scopes, resolved, for a confined run; absent: not enforced.
 	ReadPaths  *PathList `protobuf:"bytes,4,opt,name=read_paths,json=readPaths,proto3" json:"read_paths,omitempty"`
 	WritePaths *PathList `protobuf:"bytes,5,opt,name=write_paths,json=writePaths,proto3" json:"write_paths,omitempty"`
-	Network    string    `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"` // "none" when the policy forbids network use; "" when it does not say
+	// "none" when the policy forbids network use, "any" when it allows it all,
+	// "rules" when each new host is decided by network_rules; "" when it does not say.
+	Network string `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"`
 	// The protected names in force, compared as the protected-paths guardrail
 	// compares them: read_only_names stay read-only even inside write_paths
 	// (version control, agent configuration and the protected_paths entries);
 	// unreadable_names (the protected_paths entries) are neither read nor written.
 	ReadOnlyNames   []string `protobuf:"bytes,7,rep,name=read_only_names,json=readOnlyNames,proto3" json:"read_only_names,omitempty"`
 	UnreadableNames []string `protobuf:"bytes,8,rep,name=unreadable_names,json=unreadableNames,proto3" json:"unreadable_names,omitempty"`
+	// The network rules, resolved (names lower-cased, IDNA, no trailing dot;
+	// otherwise filled in): set exactly when network is "rules".
+	NetworkRules *NetworkRules `protobuf:"bytes,9,opt,name=network_rules,json=networkRules,proto3" json:"network_rules,omitempty"`
 	// The decision relied on the call running confined: a client never runs
 	// it unconfined, and refuses it where confinement is not available.
 	ConfinementRequired bool `protobuf:"varint,10,opt,name=confinement_required,json=confinementRequired,proto3" json:"confinement_required,omitempty"`
@@ -680,6 +685,13 @@ func (x *Execution) GetUnreadableNames() []string {
 	return nil
 }
 
+func (x *Execution) GetNetworkRules() *NetworkRules {
+	if x != nil {
+		return x.NetworkRules
+	}
+	return nil
+}
+
 func (x *Execution) GetConfinementRequired() bool {
 	if x != nil {
 		return x.ConfinementRequired
@@ -752,12 +764,15 @@ func (x *GetExecutionRequest) GetArgv() []string {
 // ExecutionPolicy is the environment axis. Each part is enforced only
 // when present: an unset list is unrestricted, a set but empty list allows nothing.
 type ExecutionPolicy struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Env           *EnvSpec               `protobuf:"bytes,1,opt,name=env,proto3" json:"env,omitempty"`
-	Cwd           string                 `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`
-	ReadPaths     *PathList              `protobuf:"bytes,3,opt,name=read_paths,json=readPaths,proto3" json:"read_paths,omitempty"`
-	WritePaths    *PathList              `protobuf:"bytes,4,opt,name=write_paths,json=writePaths,proto3" json:"write_paths,omitempty"`
-	Network       string                 `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"` // "none" forbids network use to shell tools; "" is not enforced
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Env        *EnvSpec               `protobuf:"bytes,1,opt,name=env,proto3" json:"env,omitempty"`
+	Cwd        string                 `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	ReadPaths  *PathList              `protobuf:"bytes,3,opt,name=read_paths,json=readPaths,proto3" json:"read_paths,omitempty"`
+	WritePaths *PathList              `protobuf:"bytes,4,opt,name=write_paths,json=writePaths,proto3" json:"write_paths,omitempty"`
+	// "none" forbids network use to shell tools, "any" allows it, "rules"
+	// decides each new host by network_rules; "" is not enforced.
+	Network       string        `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"`
+	NetworkRules  *NetworkRules `protobuf:"bytes,6,opt,name=network_rules,json=networkRules,proto3" json:"network_rules,omitempty"` // set exactly when network is "rules"
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -827,6 +842,95 @@ func (x *ExecutionPolicy) GetNetwork() string {
 	return ""
 }
 
+func (x *ExecutionPolicy) GetNetworkRules() *NetworkRules {
+	if x != nil {
+		return x.NetworkRules
+	}
+	return nil
+}
+
+// NetworkRules decide each new host:port of a confined run: deny, then ask,
+// then allow, then otherwise. An entry is a name, *.name (any name below it,
+// not the name itself), an IP address or a CIDR, each with an optional :port.
+type NetworkRules struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Allow     []string               `protobuf:"bytes,1,rep,name=allow,proto3" json:"allow,omitempty"`
+	Ask       []string               `protobuf:"bytes,2,rep,name=ask,proto3" json:"ask,omitempty"`
+	Deny      []string               `protobuf:"bytes,3,rep,name=deny,proto3" json:"deny,omitempty"`
+	Otherwise string                 `protobuf:"bytes,4,opt,name=otherwise,proto3" json:"otherwise,omitempty"` // "deny" | "ask"; "" means "deny"
+	// Name entries of allow and ask that may reach the refused address
+	// ranges (private, loopback, link-local, metadata): a definition's
+	// {"host": NAME, "private": true}. Each is also in allow or ask.
+	Private       []string `protobuf:"bytes,5,rep,name=private,proto3" json:"private,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkRules) Reset() {
+	*x = NetworkRules{}
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkRules) ProtoMessage() {}
+
+func (x *NetworkRules) ProtoReflect() protoreflect.Message {
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkRules.ProtoReflect.Descriptor instead.
+func (*NetworkRules) Descriptor() ([]byte, []int) {
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *NetworkRules) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *NetworkRules) GetAsk() []string {
+	if x != nil {
+		return x.Ask
+	}
+	return nil
+}
+
+func (x *NetworkRules) GetDeny() []string {
+	if x != nil {
+		return x.Deny
+	}
+	return nil
+}
+
+func (x *NetworkRules) GetOtherwise() string {
+	if x != nil {
+		return x.Otherwise
+	}
+	return ""
+}
+
+func (x *NetworkRules) GetPrivate() []string {
+	if x != nil {
+		return x.Private
+	}
+	return nil
+}
+
 // PathList wraps a list so that "absent" (not enforced) and "empty" (nothing
 // allowed) stay distinct on the wire.
 type PathList struct {
@@ -838,7 +942,7 @@ type PathList struct {
 
 func (x *PathList) Reset() {
 	*x = PathList{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +954,7 @@ func (x *PathList) String() string {
 func (*PathList) ProtoMessage() {}
 
 func (x *PathList) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[7]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +967,7 @@ func (x *PathList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathList.ProtoReflect.Descriptor instead.
 func (*PathList) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{7}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PathList) GetPaths() []string {
@@ -884,7 +988,7 @@ type EnvSpec struct {
 
 func (x *EnvSpec) Reset() {
 	*x = EnvSpec{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1000,7 @@ func (x *EnvSpec) String() string {
 func (*EnvSpec) ProtoMessage() {}
 
 func (x *EnvSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[8]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1013,7 @@ func (x *EnvSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvSpec.ProtoReflect.Descriptor instead.
 func (*EnvSpec) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{8}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EnvSpec) GetMode() string {
@@ -950,7 +1054,7 @@ type ConfirmRequest struct {
 
 func (x *ConfirmRequest) Reset() {
 	*x = ConfirmRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1066,7 @@ func (x *ConfirmRequest) String() string {
 func (*ConfirmRequest) ProtoMessage() {}
 
 func (x *ConfirmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[9]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1079,7 @@ func (x *ConfirmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{9}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConfirmRequest) GetDecisionId() string {
@@ -1038,7 +1142,7 @@ type ConfirmResponse struct {
 
 func (x *ConfirmResponse) Reset() {
 	*x = ConfirmResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1154,7 @@ func (x *ConfirmResponse) String() string {
 func (*ConfirmResponse) ProtoMessage() {}
 
 func (x *ConfirmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[10]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1167,7 @@ func (x *ConfirmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{10}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConfirmResponse) GetDecision() Decision {
@@ -1103,7 +1207,7 @@ type ReportResultRequest struct {
 
 func (x *ReportResultRequest) Reset() {
 	*x = ReportResultRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1219,7 @@ func (x *ReportResultRequest) String() string {
 func (*ReportResultRequest) ProtoMessage() {}
 
 func (x *ReportResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[11]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1232,7 @@ func (x *ReportResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResultRequest.ProtoReflect.Descriptor instead.
 func (*ReportResultRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{11}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReportResultRequest) GetDecisionId() string {
@@ -1182,7 +1286,7 @@ type ReportResultResponse struct {
 
 func (x *ReportResultResponse) Reset() {
 	*x = ReportResultResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1298,7 @@ func (x *ReportResultResponse) String() string {
 func (*ReportResultResponse) ProtoMessage() {}
 
 func (x *ReportResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[12]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1311,7 @@ func (x *ReportResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResultResponse.ProtoReflect.Descriptor instead.
 func (*ReportResultResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{12}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReportResultResponse) GetHalt() bool {
@@ -1227,7 +1331,7 @@ type EndSessionRequest struct {
 
 func (x *EndSessionRequest) Reset() {
 	*x = EndSessionRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1343,7 @@ func (x *EndSessionRequest) String() string {
 func (*EndSessionRequest) ProtoMessage() {}
 
 func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[13]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1356,7 @@ func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionRequest.ProtoReflect.Descriptor instead.
 func (*EndSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{13}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EndSessionRequest) GetAgentId() string {
@@ -1278,7 +1382,7 @@ type EndSessionResponse struct {
 
 func (x *EndSessionResponse) Reset() {
 	*x = EndSessionResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1394,7 @@ func (x *EndSessionResponse) String() string {
 func (*EndSessionResponse) ProtoMessage() {}
 
 func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[14]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1407,7 @@ func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionResponse.ProtoReflect.Descriptor instead.
 func (*EndSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{14}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EndSessionResponse) GetFound() bool {
@@ -1321,7 +1425,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1437,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[15]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1450,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{15}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
 }
 
 type StatusResponse struct {
@@ -1363,7 +1467,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1479,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[16]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1492,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{16}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatusResponse) GetPolicyRevision() string {
@@ -1445,7 +1549,7 @@ type StateStatus struct {
 
 func (x *StateStatus) Reset() {
 	*x = StateStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1561,7 @@ func (x *StateStatus) String() string {
 func (*StateStatus) ProtoMessage() {}
 
 func (x *StateStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[17]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1574,7 @@ func (x *StateStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateStatus.ProtoReflect.Descriptor instead.
 func (*StateStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{17}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StateStatus) GetUp() bool {
@@ -1502,7 +1606,7 @@ type AcceptStateResetRequest struct {
 
 func (x *AcceptStateResetRequest) Reset() {
 	*x = AcceptStateResetRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1618,7 @@ func (x *AcceptStateResetRequest) String() string {
 func (*AcceptStateResetRequest) ProtoMessage() {}
 
 func (x *AcceptStateResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[18]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1631,7 @@ func (x *AcceptStateResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptStateResetRequest.ProtoReflect.Descriptor instead.
 func (*AcceptStateResetRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{18}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{19}
 }
 
 type AcceptStateResetResponse struct {
@@ -1541,7 +1645,7 @@ type AcceptStateResetResponse struct {
 
 func (x *AcceptStateResetResponse) Reset() {
 	*x = AcceptStateResetResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1657,7 @@ func (x *AcceptStateResetResponse) String() string {
 func (*AcceptStateResetResponse) ProtoMessage() {}
 
 func (x *AcceptStateResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[19]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1670,7 @@ func (x *AcceptStateResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptStateResetResponse.ProtoReflect.Descriptor instead.
 func (*AcceptStateResetResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{19}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AcceptStateResetResponse) GetAccepted() bool {
@@ -1605,7 +1709,7 @@ type SourceStatus struct {
 
 func (x *SourceStatus) Reset() {
 	*x = SourceStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1721,7 @@ func (x *SourceStatus) String() string {
 func (*SourceStatus) ProtoMessage() {}
 
 func (x *SourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[20]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1734,7 @@ func (x *SourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceStatus.ProtoReflect.Descriptor instead.
 func (*SourceStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{20}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SourceStatus) GetName() string {
@@ -1678,7 +1782,7 @@ type BundleStatus struct {
 
 func (x *BundleStatus) Reset() {
 	*x = BundleStatus{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1794,7 @@ func (x *BundleStatus) String() string {
 func (*BundleStatus) ProtoMessage() {}
 
 func (x *BundleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[21]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1807,7 @@ func (x *BundleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleStatus.ProtoReflect.Descriptor instead.
 func (*BundleStatus) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{21}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BundleStatus) GetName() string {
@@ -1733,7 +1837,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1849,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[22]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1862,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{22}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListPendingRequest) GetAgentId() string {
@@ -1806,7 +1910,7 @@ type ListPendingResponse struct {
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1922,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[23]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1935,7 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{23}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListPendingResponse) GetAsks() []*PendingAsk {
@@ -1882,7 +1986,7 @@ type PendingAsk struct {
 
 func (x *PendingAsk) Reset() {
 	*x = PendingAsk{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +1998,7 @@ func (x *PendingAsk) String() string {
 func (*PendingAsk) ProtoMessage() {}
 
 func (x *PendingAsk) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[24]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2011,7 @@ func (x *PendingAsk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingAsk.ProtoReflect.Descriptor instead.
 func (*PendingAsk) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{24}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PendingAsk) GetDecisionId() string {
@@ -2051,7 +2155,7 @@ type AwaitDecisionRequest struct {
 
 func (x *AwaitDecisionRequest) Reset() {
 	*x = AwaitDecisionRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2167,7 @@ func (x *AwaitDecisionRequest) String() string {
 func (*AwaitDecisionRequest) ProtoMessage() {}
 
 func (x *AwaitDecisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[25]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2180,7 @@ func (x *AwaitDecisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitDecisionRequest.ProtoReflect.Descriptor instead.
 func (*AwaitDecisionRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{25}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AwaitDecisionRequest) GetDecisionId() string {
@@ -2128,7 +2232,7 @@ type AwaitDecisionResponse struct {
 
 func (x *AwaitDecisionResponse) Reset() {
 	*x = AwaitDecisionResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2244,7 @@ func (x *AwaitDecisionResponse) String() string {
 func (*AwaitDecisionResponse) ProtoMessage() {}
 
 func (x *AwaitDecisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[26]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2257,7 @@ func (x *AwaitDecisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitDecisionResponse.ProtoReflect.Descriptor instead.
 func (*AwaitDecisionResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{26}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AwaitDecisionResponse) GetState() AskState {
@@ -2212,7 +2316,7 @@ type ToolRef struct {
 
 func (x *ToolRef) Reset() {
 	*x = ToolRef{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[27]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2328,7 @@ func (x *ToolRef) String() string {
 func (*ToolRef) ProtoMessage() {}
 
 func (x *ToolRef) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[27]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2341,7 @@ func (x *ToolRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRef.ProtoReflect.Descriptor instead.
 func (*ToolRef) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{27}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ToolRef) GetName() string {
@@ -2272,7 +2376,7 @@ type FilterToolsRequest struct {
 
 func (x *FilterToolsRequest) Reset() {
 	*x = FilterToolsRequest{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[28]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2388,7 @@ func (x *FilterToolsRequest) String() string {
 func (*FilterToolsRequest) ProtoMessage() {}
 
 func (x *FilterToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[28]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2401,7 @@ func (x *FilterToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterToolsRequest.ProtoReflect.Descriptor instead.
 func (*FilterToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{28}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FilterToolsRequest) GetAgentId() string {
@@ -2336,7 +2440,7 @@ type FilterToolsResponse struct {
 
 func (x *FilterToolsResponse) Reset() {
 	*x = FilterToolsResponse{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[29]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2452,7 @@ func (x *FilterToolsResponse) String() string {
 func (*FilterToolsResponse) ProtoMessage() {}
 
 func (x *FilterToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[29]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2465,7 @@ func (x *FilterToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterToolsResponse.ProtoReflect.Descriptor instead.
 func (*FilterToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{29}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FilterToolsResponse) GetVisible() []*ToolRef {
@@ -2402,7 +2506,7 @@ type HiddenTool struct {
 
 func (x *HiddenTool) Reset() {
 	*x = HiddenTool{}
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[30]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2518,7 @@ func (x *HiddenTool) String() string {
 func (*HiddenTool) ProtoMessage() {}
 
 func (x *HiddenTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[30]
+	mi := &file_toolpdp_v1_toolpdp_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2531,7 @@ func (x *HiddenTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HiddenTool.ProtoReflect.Descriptor instead.
 func (*HiddenTool) Descriptor() ([]byte, []int) {
-	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{30}
+	return file_toolpdp_v1_toolpdp_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HiddenTool) GetTool() *ToolRef {
@@ -2490,7 +2594,7 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\x04axis\x18\x01 \x01(\tR\x04axis\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12,\n" +
 	"\x06effect\x18\x03 \x01(\x0e2\x14.toolpdp.v1.DecisionR\x06effect\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xb6\x03\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xf5\x03\n" +
 	"\tExecution\x120\n" +
 	"\x03env\x18\x01 \x03(\v2\x1e.toolpdp.v1.Execution.EnvEntryR\x03env\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12!\n" +
@@ -2501,7 +2605,8 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"writePaths\x12\x18\n" +
 	"\anetwork\x18\x06 \x01(\tR\anetwork\x12&\n" +
 	"\x0fread_only_names\x18\a \x03(\tR\rreadOnlyNames\x12)\n" +
-	"\x10unreadable_names\x18\b \x03(\tR\x0funreadableNames\x121\n" +
+	"\x10unreadable_names\x18\b \x03(\tR\x0funreadableNames\x12=\n" +
+	"\rnetwork_rules\x18\t \x01(\v2\x18.toolpdp.v1.NetworkRulesR\fnetworkRules\x121\n" +
 	"\x14confinement_required\x18\n" +
 	" \x01(\bR\x13confinementRequired\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
@@ -2511,7 +2616,7 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x12\x12\n" +
-	"\x04argv\x18\x03 \x03(\tR\x04argv\"\xd0\x01\n" +
+	"\x04argv\x18\x03 \x03(\tR\x04argv\"\x8f\x02\n" +
 	"\x0fExecutionPolicy\x12%\n" +
 	"\x03env\x18\x01 \x01(\v2\x13.toolpdp.v1.EnvSpecR\x03env\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x123\n" +
@@ -2519,7 +2624,14 @@ const file_toolpdp_v1_toolpdp_proto_rawDesc = "" +
 	"read_paths\x18\x03 \x01(\v2\x14.toolpdp.v1.PathListR\treadPaths\x125\n" +
 	"\vwrite_paths\x18\x04 \x01(\v2\x14.toolpdp.v1.PathListR\n" +
 	"writePaths\x12\x18\n" +
-	"\anetwork\x18\x05 \x01(\tR\anetwork\" \n" +
+	"\anetwork\x18\x05 \x01(\tR\anetwork\x12=\n" +
+	"\rnetwork_rules\x18\x06 \x01(\v2\x18.toolpdp.v1.NetworkRulesR\fnetworkRules\"\x82\x01\n" +
+	"\fNetworkRules\x12\x14\n" +
+	"\x05allow\x18\x01 \x03(\tR\x05allow\x12\x10\n" +
+	"\x03ask\x18\x02 \x03(\tR\x03ask\x12\x12\n" +
+	"\x04deny\x18\x03 \x03(\tR\x04deny\x12\x1c\n" +
+	"\totherwise\x18\x04 \x01(\tR\totherwise\x12\x18\n" +
+	"\aprivate\x18\x05 \x03(\tR\aprivate\" \n" +
 	"\bPathList\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\"f\n" +
 	"\aEnvSpec\x12\x12\n" +
@@ -2699,7 +2811,7 @@ func file_toolpdp_v1_toolpdp_proto_rawDescGZIP() []byte {
 }
 
 var file_toolpdp_v1_toolpdp_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_toolpdp_v1_toolpdp_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
 	(Category)(0),                    // 0: toolpdp.v1.Category
 	(Decision)(0),                    // 1: toolpdp.v1.Decision
@@ -2711,91 +2823,94 @@ var file_toolpdp_v1_toolpdp_proto_goTypes = []any{
 	(*Execution)(nil),                // 7: toolpdp.v1.Execution
 	(*GetExecutionRequest)(nil),      // 8: toolpdp.v1.GetExecutionRequest
 	(*ExecutionPolicy)(nil),          // 9: toolpdp.v1.ExecutionPolicy
-	(*PathList)(nil),                 // 10: toolpdp.v1.PathList
-	(*EnvSpec)(nil),                  // 11: toolpdp.v1.EnvSpec
-	(*ConfirmRequest)(nil),           // 12: toolpdp.v1.ConfirmRequest
-	(*ConfirmResponse)(nil),          // 13: toolpdp.v1.ConfirmResponse
-	(*ReportResultRequest)(nil),      // 14: toolpdp.v1.ReportResultRequest
-	(*ReportResultResponse)(nil),     // 15: toolpdp.v1.ReportResultResponse
-	(*EndSessionRequest)(nil),        // 16: toolpdp.v1.EndSessionRequest
-	(*EndSessionResponse)(nil),       // 17: toolpdp.v1.EndSessionResponse
-	(*StatusRequest)(nil),            // 18: toolpdp.v1.StatusRequest
-	(*StatusResponse)(nil),           // 19: toolpdp.v1.StatusResponse
-	(*StateStatus)(nil),              // 20: toolpdp.v1.StateStatus
-	(*AcceptStateResetRequest)(nil),  // 21: toolpdp.v1.AcceptStateResetRequest
-	(*AcceptStateResetResponse)(nil), // 22: toolpdp.v1.AcceptStateResetResponse
-	(*SourceStatus)(nil),             // 23: toolpdp.v1.SourceStatus
-	(*BundleStatus)(nil),             // 24: toolpdp.v1.BundleStatus
-	(*ListPendingRequest)(nil),       // 25: toolpdp.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),      // 26: toolpdp.v1.ListPendingResponse
-	(*PendingAsk)(nil),               // 27: toolpdp.v1.PendingAsk
-	(*AwaitDecisionRequest)(nil),     // 28: toolpdp.v1.AwaitDecisionRequest
-	(*AwaitDecisionResponse)(nil),    // 29: toolpdp.v1.AwaitDecisionResponse
-	(*ToolRef)(nil),                  // 30: toolpdp.v1.ToolRef
-	(*FilterToolsRequest)(nil),       // 31: toolpdp.v1.FilterToolsRequest
-	(*FilterToolsResponse)(nil),      // 32: toolpdp.v1.FilterToolsResponse
-	(*HiddenTool)(nil),               // 33: toolpdp.v1.HiddenTool
-	nil,                              // 34: toolpdp.v1.DecideRequest.EnvEntry
-	nil,                              // 35: toolpdp.v1.Execution.EnvEntry
-	nil,                              // 36: toolpdp.v1.PendingAsk.EnvEntry
-	(*structpb.Struct)(nil),          // 37: google.protobuf.Struct
+	(*NetworkRules)(nil),             // 10: toolpdp.v1.NetworkRules
+	(*PathList)(nil),                 // 11: toolpdp.v1.PathList
+	(*EnvSpec)(nil),                  // 12: toolpdp.v1.EnvSpec
+	(*ConfirmRequest)(nil),           // 13: toolpdp.v1.ConfirmRequest
+	(*ConfirmResponse)(nil),          // 14: toolpdp.v1.ConfirmResponse
+	(*ReportResultRequest)(nil),      // 15: toolpdp.v1.ReportResultRequest
+	(*ReportResultResponse)(nil),     // 16: toolpdp.v1.ReportResultResponse
+	(*EndSessionRequest)(nil),        // 17: toolpdp.v1.EndSessionRequest
+	(*EndSessionResponse)(nil),       // 18: toolpdp.v1.EndSessionResponse
+	(*StatusRequest)(nil),            // 19: toolpdp.v1.StatusRequest
+	(*StatusResponse)(nil),           // 20: toolpdp.v1.StatusResponse
+	(*StateStatus)(nil),              // 21: toolpdp.v1.StateStatus
+	(*AcceptStateResetRequest)(nil),  // 22: toolpdp.v1.AcceptStateResetRequest
+	(*AcceptStateResetResponse)(nil), // 23: toolpdp.v1.AcceptStateResetResponse
+	(*SourceStatus)(nil),             // 24: toolpdp.v1.SourceStatus
+	(*BundleStatus)(nil),             // 25: toolpdp.v1.BundleStatus
+	(*ListPendingRequest)(nil),       // 26: toolpdp.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),      // 27: toolpdp.v1.ListPendingResponse
+	(*PendingAsk)(nil),               // 28: toolpdp.v1.PendingAsk
+	(*AwaitDecisionRequest)(nil),     // 29: toolpdp.v1.AwaitDecisionRequest
+	(*AwaitDecisionResponse)(nil),    // 30: toolpdp.v1.AwaitDecisionResponse
+	(*ToolRef)(nil),                  // 31: toolpdp.v1.ToolRef
+	(*FilterToolsRequest)(nil),       // 32: toolpdp.v1.FilterToolsRequest
+	(*FilterToolsResponse)(nil),      // 33: toolpdp.v1.FilterToolsResponse
+	(*HiddenTool)(nil),               // 34: toolpdp.v1.HiddenTool
+	nil,                              // 35: toolpdp.v1.DecideRequest.EnvEntry
+	nil,                              // 36: toolpdp.v1.Execution.EnvEntry
+	nil,                              // 37: toolpdp.v1.PendingAsk.EnvEntry
+	(*structpb.Struct)(nil),          // 38: google.protobuf.Struct
 }
 var file_toolpdp_v1_toolpdp_proto_depIdxs = []int32{
 	0,  // 0: toolpdp.v1.DecideRequest.category:type_name -> toolpdp.v1.Category
-	37, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
-	34, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
+	38, // 1: toolpdp.v1.DecideRequest.args:type_name -> google.protobuf.Struct
+	35, // 2: toolpdp.v1.DecideRequest.env:type_name -> toolpdp.v1.DecideRequest.EnvEntry
 	9,  // 3: toolpdp.v1.DecideRequest.execution_policy:type_name -> toolpdp.v1.ExecutionPolicy
 	1,  // 4: toolpdp.v1.DecideResponse.decision:type_name -> toolpdp.v1.Decision
 	6,  // 5: toolpdp.v1.DecideResponse.reasons:type_name -> toolpdp.v1.Reason
 	7,  // 6: toolpdp.v1.DecideResponse.execution:type_name -> toolpdp.v1.Execution
 	5,  // 7: toolpdp.v1.DecideResponse.definition_change:type_name -> toolpdp.v1.ToolDefinitionChange
 	1,  // 8: toolpdp.v1.Reason.effect:type_name -> toolpdp.v1.Decision
-	35, // 9: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
-	10, // 10: toolpdp.v1.Execution.read_paths:type_name -> toolpdp.v1.PathList
-	10, // 11: toolpdp.v1.Execution.write_paths:type_name -> toolpdp.v1.PathList
-	11, // 12: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
-	10, // 13: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
-	10, // 14: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
-	1,  // 15: toolpdp.v1.ConfirmResponse.decision:type_name -> toolpdp.v1.Decision
-	24, // 16: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
-	23, // 17: toolpdp.v1.StatusResponse.sources:type_name -> toolpdp.v1.SourceStatus
-	20, // 18: toolpdp.v1.StatusResponse.state:type_name -> toolpdp.v1.StateStatus
-	27, // 19: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
-	6,  // 20: toolpdp.v1.PendingAsk.reasons:type_name -> toolpdp.v1.Reason
-	36, // 21: toolpdp.v1.PendingAsk.env:type_name -> toolpdp.v1.PendingAsk.EnvEntry
-	5,  // 22: toolpdp.v1.PendingAsk.definition_change:type_name -> toolpdp.v1.ToolDefinitionChange
-	2,  // 23: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
-	1,  // 24: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
-	7,  // 25: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
-	30, // 26: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
-	30, // 27: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
-	33, // 28: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
-	30, // 29: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
-	3,  // 30: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
-	12, // 31: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
-	14, // 32: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
-	16, // 33: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
-	18, // 34: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
-	25, // 35: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
-	28, // 36: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
-	31, // 37: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
-	21, // 38: toolpdp.v1.DecisionService.AcceptStateReset:input_type -> toolpdp.v1.AcceptStateResetRequest
-	8,  // 39: toolpdp.v1.DecisionService.GetExecution:input_type -> toolpdp.v1.GetExecutionRequest
-	4,  // 40: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
-	13, // 41: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
-	15, // 42: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
-	17, // 43: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
-	19, // 44: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
-	26, // 45: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
-	29, // 46: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
-	32, // 47: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
-	22, // 48: toolpdp.v1.DecisionService.AcceptStateReset:output_type -> toolpdp.v1.AcceptStateResetResponse
-	7,  // 49: toolpdp.v1.DecisionService.GetExecution:output_type -> toolpdp.v1.Execution
-	40, // [40:50] is the sub-list for method output_type
-	30, // [30:40] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	36, // 9: toolpdp.v1.Execution.env:type_name -> toolpdp.v1.Execution.EnvEntry
+	11, // 10: toolpdp.v1.Execution.read_paths:type_name -> toolpdp.v1.PathList
+	11, // 11: toolpdp.v1.Execution.write_paths:type_name -> toolpdp.v1.PathList
+	10, // 12: toolpdp.v1.Execution.network_rules:type_name -> toolpdp.v1.NetworkRules
+	12, // 13: toolpdp.v1.ExecutionPolicy.env:type_name -> toolpdp.v1.EnvSpec
+	11, // 14: toolpdp.v1.ExecutionPolicy.read_paths:type_name -> toolpdp.v1.PathList
+	11, // 15: toolpdp.v1.ExecutionPolicy.write_paths:type_name -> toolpdp.v1.PathList
+	10, // 16: toolpdp.v1.ExecutionPolicy.network_rules:type_name -> toolpdp.v1.NetworkRules
+	1,  // 17: toolpdp.v1.ConfirmResponse.decision:type_name -> toolpdp.v1.Decision
+	25, // 18: toolpdp.v1.StatusResponse.bundles:type_name -> toolpdp.v1.BundleStatus
+	24, // 19: toolpdp.v1.StatusResponse.sources:type_name -> toolpdp.v1.SourceStatus
+	21, // 20: toolpdp.v1.StatusResponse.state:type_name -> toolpdp.v1.StateStatus
+	28, // 21: toolpdp.v1.ListPendingResponse.asks:type_name -> toolpdp.v1.PendingAsk
+	6,  // 22: toolpdp.v1.PendingAsk.reasons:type_name -> toolpdp.v1.Reason
+	37, // 23: toolpdp.v1.PendingAsk.env:type_name -> toolpdp.v1.PendingAsk.EnvEntry
+	5,  // 24: toolpdp.v1.PendingAsk.definition_change:type_name -> toolpdp.v1.ToolDefinitionChange
+	2,  // 25: toolpdp.v1.AwaitDecisionResponse.state:type_name -> toolpdp.v1.AskState
+	1,  // 26: toolpdp.v1.AwaitDecisionResponse.decision:type_name -> toolpdp.v1.Decision
+	7,  // 27: toolpdp.v1.AwaitDecisionResponse.execution:type_name -> toolpdp.v1.Execution
+	31, // 28: toolpdp.v1.FilterToolsRequest.tools:type_name -> toolpdp.v1.ToolRef
+	31, // 29: toolpdp.v1.FilterToolsResponse.visible:type_name -> toolpdp.v1.ToolRef
+	34, // 30: toolpdp.v1.FilterToolsResponse.hidden:type_name -> toolpdp.v1.HiddenTool
+	31, // 31: toolpdp.v1.HiddenTool.tool:type_name -> toolpdp.v1.ToolRef
+	3,  // 32: toolpdp.v1.DecisionService.Decide:input_type -> toolpdp.v1.DecideRequest
+	13, // 33: toolpdp.v1.DecisionService.Confirm:input_type -> toolpdp.v1.ConfirmRequest
+	15, // 34: toolpdp.v1.DecisionService.ReportResult:input_type -> toolpdp.v1.ReportResultRequest
+	17, // 35: toolpdp.v1.DecisionService.EndSession:input_type -> toolpdp.v1.EndSessionRequest
+	19, // 36: toolpdp.v1.DecisionService.Status:input_type -> toolpdp.v1.StatusRequest
+	26, // 37: toolpdp.v1.DecisionService.ListPending:input_type -> toolpdp.v1.ListPendingRequest
+	29, // 38: toolpdp.v1.DecisionService.AwaitDecision:input_type -> toolpdp.v1.AwaitDecisionRequest
+	32, // 39: toolpdp.v1.DecisionService.FilterTools:input_type -> toolpdp.v1.FilterToolsRequest
+	22, // 40: toolpdp.v1.DecisionService.AcceptStateReset:input_type -> toolpdp.v1.AcceptStateResetRequest
+	8,  // 41: toolpdp.v1.DecisionService.GetExecution:input_type -> toolpdp.v1.GetExecutionRequest
+	4,  // 42: toolpdp.v1.DecisionService.Decide:output_type -> toolpdp.v1.DecideResponse
+	14, // 43: toolpdp.v1.DecisionService.Confirm:output_type -> toolpdp.v1.ConfirmResponse
+	16, // 44: toolpdp.v1.DecisionService.ReportResult:output_type -> toolpdp.v1.ReportResultResponse
+	18, // 45: toolpdp.v1.DecisionService.EndSession:output_type -> toolpdp.v1.EndSessionResponse
+	20, // 46: toolpdp.v1.DecisionService.Status:output_type -> toolpdp.v1.StatusResponse
+	27, // 47: toolpdp.v1.DecisionService.ListPending:output_type -> toolpdp.v1.ListPendingResponse
+	30, // 48: toolpdp.v1.DecisionService.AwaitDecision:output_type -> toolpdp.v1.AwaitDecisionResponse
+	33, // 49: toolpdp.v1.DecisionService.FilterTools:output_type -> toolpdp.v1.FilterToolsResponse
+	23, // 50: toolpdp.v1.DecisionService.AcceptStateReset:output_type -> toolpdp.v1.AcceptStateResetResponse
+	7,  // 51: toolpdp.v1.DecisionService.GetExecution:output_type -> toolpdp.v1.Execution
+	42, // [42:52] is the sub-list for method output_type
+	32, // [32:42] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_toolpdp_v1_toolpdp_proto_init() }
@@ -2809,7 +2924,7 @@ func file_toolpdp_v1_toolpdp_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolpdp_v1_toolpdp_proto_rawDesc), len(file_toolpdp_v1_toolpdp_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -18,8 +18,11 @@ import rego.v1
 # axis (a custom tool's own argument constraints aside: the owners wrote
 # them for it); so does a quiet call: one no guardrail rule can touch whose
 # paths the scopes admit (no scope rule fires) and whose arguments keep to
-# their constraints. Anything else combines every axis.
-result := single(permission.reason) if {
+# their constraints. Anything else combines every axis. A Network call is
+# decided by its own rules.
+result := network_result if {
+	input.network
+} else := single(permission.reason) if {
 	stops(permission.reason)
 } else := combine(array.concat([permission.reason], sorted(arguments.reasons))) if {
 	startswith(permission.reason.rule, "custom[")
@@ -33,6 +36,17 @@ combined := combine(array.concat([adjust(permission.reason)], [adjust(r) | some 
 combine(rs) := {"decision": d, "message": concat("; ", [r.message | some r in rs; r.effect == d; d != "allow"]), "reasons": rs, "execution": execution} if {
 	d := most_restrictive(rs)
 }
+
+# A connection of a confined run (the reserved tool Network): toolpdp has
+# decided the host by the network rules of the allow the run belongs to
+# (input.network); the guardrails may tighten that. The permission chain
+# never sees it: no toolset can enable or ask about a connection.
+network_result := {"decision": d, "message": concat("; ", [r.message | some r in rs; r.effect == d; d != "allow"]), "reasons": rs, "execution": {}} if {
+	rs := array.concat([adjust(network_reason)], [adjust(r) | some r in sorted(guardrails.reasons)])
+	d := most_restrictive(rs)
+}
+
+network_reason := {"axis": "scope", "rule": input.network.rule, "effect": input.network.effect, "message": input.network.message}
 
 single(r) := {"decision": r.effect, "message": message(r), "reasons": [r], "execution": execution}
 

@@ -99,6 +99,8 @@ confined_scopes := {name: roots |
 
 network := {"network": "none"} if network_none
 
+else := {"network": policy.network} if policy.network in {"any", "rules"}
+
 else := {}
 
 # The call site's policy or a guardrail (the bundle's or the agent's) may

@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolpdp/v1/toolpdp.proto.
  */
 export const file_toolpdp_v1_toolpdp: GenFile = /*@__PURE__*/
-  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEi9wIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkSFwoPdG9vbF9kZWZpbml0aW9uGBQgASgJEhAKCGNvbmZpbmVkGAogASgIGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEikQIKDkRlY2lkZVJlc3BvbnNlEiYKCGRlY2lzaW9uGAEgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAIgASgJEhMKC2RlY2lzaW9uX2lkGAMgASgJEhcKD3BvbGljeV9yZXZpc2lvbhgEIAEoCRIjCgdyZWFzb25zGAUgAygLMhIudG9vbHBkcC52MS5SZWFzb24SKAoJZXhlY3V0aW9uGAYgASgLMhUudG9vbHBkcC52MS5FeGVjdXRpb24SDAoEaGFsdBgHIAEoCBI7ChFkZWZpbml0aW9uX2NoYW5nZRgUIAEoCzIgLnRvb2xwZHAudjEuVG9vbERlZmluaXRpb25DaGFuZ2UijgEKFFRvb2xEZWZpbml0aW9uQ2hhbmdlEg4KBnNlcnZlchgBIAEoCRIMCgR0b29sGAIgASgJEhMKC2tlcHRfZGlnZXN0GAMgASgJEhcKD2tlcHRfZGVmaW5pdGlvbhgEIAEoCRISCgpuZXdfZGlnZXN0GAUgASgJEhYKDm5ld19kZWZpbml0aW9uGAYgASgJIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJIr4CCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRIcChRjb25maW5lbWVudF9yZXF1aXJlZBgKIAEoCBoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkkKE0dldEV4ZWN1dGlvblJlcXVlc3QSEwoLZGVjaXNpb25faWQYASABKAkSDwoHY29tbWFuZBgCIAEoCRIMCgRhcmd2GAMgAygJIqYBCg9FeGVjdXRpb25Qb2xpY3kSIAoDZW52GAEgASgLMhMudG9vbHBkcC52MS5FbnZTcGVjEgsKA2N3ZBgCIAEoCRIoCgpyZWFkX3BhdGhzGAMgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgEIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgFIAEoCSIZCghQYXRoTGlzdBINCgVwYXRocxgBIAMoCSJFCgdFbnZTcGVjEgwKBG1vZGUYASABKAkSDQoFbmFtZXMYAiADKAkSHQoVaW5jbHVkZV9zYWZlX2Vudl92YXJzGAMgASgIIpQBCg5Db25maXJtUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIOCgZyZXN1bHQYAiABKAkSFAoMZGVueV9tZXNzYWdlGAMgASgJEhAKCHJlbWVtYmVyGAQgASgIEg8KB2NhbGxfaWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSEgoKc2Vzc2lvbl9pZBgHIAEoCSJYCg9Db25maXJtUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEgwKBGhhbHQYAiABKAgSDwoHbWVzc2FnZRgDIAEoCSKCAQoTUmVwb3J0UmVzdWx0UmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIQCghpc19lcnJvchgCIAEoCBINCgVlcnJvchgDIAEoCRIPCgdjYWxsX2lkGAQgASgJEhAKCGFnZW50X2lkGAUgASgJEhIKCnNlc3Npb25faWQYBiABKAkiJAoUUmVwb3J0UmVzdWx0UmVzcG9uc2USDAoEaGFsdBgBIAEoCCI5ChFFbmRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIiMKEkVuZFNlc3Npb25SZXNwb25zZRINCgVmb3VuZBgBIAEoCCIPCg1TdGF0dXNSZXF1ZXN0ItYBCg5TdGF0dXNSZXNwb25zZRIXCg9wb2xpY3lfcmV2aXNpb24YASABKAkSKQoHYnVuZGxlcxgCIAMoCzIYLnRvb2xwZHAudjEuQnVuZGxlU3RhdHVzEhIKCmxhc3RfZXJyb3IYAyABKAkSGQoRbG9hZGVkX3VuaXhfbmFub3MYBCABKAMSKQoHc291cmNlcxgFIAMoCzIYLnRvb2xwZHAudjEuU291cmNlU3RhdHVzEiYKBXN0YXRlGAYgASgLMhcudG9vbHBkcC52MS5TdGF0ZVN0YXR1cyI4CgtTdGF0ZVN0YXR1cxIKCgJ1cBgBIAEoCBIMCgRsb3N0GAIgASgIEg8KB21lc3NhZ2UYAyABKAkiGQoXQWNjZXB0U3RhdGVSZXNldFJlcXVlc3QiTwoYQWNjZXB0U3RhdGVSZXNldFJlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgIEhIKCmxvc3RfZXBvY2gYAiABKAkSDQoFZXBvY2gYAyABKAkicAoMU291cmNlU3RhdHVzEgwKBG5hbWUYASABKAkSDgoGcmVtb3RlGAIgASgIEhIKCmxhc3RfZXJyb3IYAyABKAkSHwoXbGFzdF9zdWNjZXNzX3VuaXhfbmFub3MYBCABKAMSDQoFc3RhbGUYBSABKAgiLgoMQnVuZGxlU3RhdHVzEgwKBG5hbWUYASABKAkSEAoIcmV2aXNpb24YAiABKAkieQoSTGlzdFBlbmRpbmdSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEg4KBnJldmVhbBgEIAEoCBIaChJtYXhfYXJndW1lbnRfYnl0ZXMYBSABKAUiVAoTTGlzdFBlbmRpbmdSZXNwb25zZRIkCgRhc2tzGAEgAygLMhYudG9vbHBkcC52MS5QZW5kaW5nQXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSL+AwoKUGVuZGluZ0FzaxITCgtkZWNpc2lvbl9pZBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEhEKCXRvb2xfbmFtZRgEIAEoCRIPCgdtZXNzYWdlGAUgASgJEhoKEmNyZWF0ZWRfdW5peF9uYW5vcxgGIAEoAxIPCgdjYWxsX2lkGAcgASgJEg4KBnNlcnZlchgIIAEoCRIjCgdyZWFzb25zGAkgAygLMhIudG9vbHBkcC52MS5SZWFzb24SEQoJYXJndW1lbnRzGAogASgJEhcKD2FyZ3VtZW50c19ieXRlcxgLIAEoAxIbChNhcmd1bWVudHNfdHJ1bmNhdGVkGAwgASgIEiwKA2VudhgNIAMoCzIfLnRvb2xwZHAudjEuUGVuZGluZ0Fzay5FbnZFbnRyeRIYChBleGVjdXRpb25fcG9saWN5GA4gASgJEg8KB3NlY3JldHMYDyADKAkSEAoIcmV2ZWFsZWQYECABKAgSEgoKYWdlX21pbGxpcxgRIAEoAxI7ChFkZWZpbml0aW9uX2NoYW5nZRgUIAEoCzIgLnRvb2xwZHAudjEuVG9vbERlZmluaXRpb25DaGFuZ2UaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ4ChRBd2FpdERlY2lzaW9uUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIPCgdjYWxsX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEhIKCnNlc3Npb25faWQYBCABKAkSFAoMd2FpdF9zZWNvbmRzGAUgASgFIsIBChVBd2FpdERlY2lzaW9uUmVzcG9uc2USIwoFc3RhdGUYASABKA4yFC50b29scGRwLnYxLkFza1N0YXRlEiYKCGRlY2lzaW9uGAIgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAMgASgJEigKCWV4ZWN1dGlvbhgEIAEoCzIVLnRvb2xwZHAudjEuRXhlY3V0aW9uEgwKBGhhbHQYBSABKAgSEwoLZGVjaXNpb25faWQYBiABKAkiOwoHVG9vbFJlZhIMCgRuYW1lGAEgASgJEg4KBnNlcnZlchgCIAEoCRISCgpkZWZpbml0aW9uGAMgASgJIl4KEkZpbHRlclRvb2xzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEiIKBXRvb2xzGAMgAygLMhMudG9vbHBkcC52MS5Ub29sUmVmIpQBChNGaWx0ZXJUb29sc1Jlc3BvbnNlEiQKB3Zpc2libGUYASADKAsyEy50b29scGRwLnYxLlRvb2xSZWYSJgoGaGlkZGVuGAIgAygLMhYudG9vbHBkcC52MS5IaWRkZW5Ub29sEhcKD2Fza3NfdmlhX2NsaWVudBgDIAEoCBIWCg5hbGxvd19zYW1wbGluZxgEIAEoCCI/CgpIaWRkZW5Ub29sEiEKBHRvb2wYASABKAsyEy50b29scGRwLnYxLlRvb2xSZWYSDgoGcmVhc29uGAIgASgJKkkKCENhdGVnb3J5EhgKFENBVEVHT1JZX1VOU1BFQ0lGSUVEEAASEQoNQ0FURUdPUllfU0FGRRABEhAKDENBVEVHT1JZX0FTSxACKl0KCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASEgoOREVDSVNJT05fQUxMT1cQARIRCg1ERUNJU0lPTl9ERU5ZEAISEAoMREVDSVNJT05fQVNLEAMqawoIQXNrU3RhdGUSGQoVQVNLX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRQVNLX1NUQVRFX1BFTkRJTkcQARIWChJBU0tfU1RBVEVfQU5TV0VSRUQQAhIVChFBU0tfU1RBVEVfRVhQSVJFRBADMpQGCg9EZWNpc2lvblNlcnZpY2USPwoGRGVjaWRlEhkudG9vbHBkcC52MS5EZWNpZGVSZXF1ZXN0GhoudG9vbHBkcC52MS5EZWNpZGVSZXNwb25zZRJCCgdDb25maXJtEhoudG9vbHBkcC52MS5Db25maXJtUmVxdWVzdBobLnRvb2xwZHAudjEuQ29uZmlybVJlc3BvbnNlElEKDFJlcG9ydFJlc3VsdBIfLnRvb2xwZHAudjEuUmVwb3J0UmVzdWx0UmVxdWVzdBogLnRvb2xwZHAudjEuUmVwb3J0UmVzdWx0UmVzcG9uc2USSwoKRW5kU2Vzc2lvbhIdLnRvb2xwZHAudjEuRW5kU2Vzc2lvblJlcXVlc3QaHi50b29scGRwLnYxLkVuZFNlc3Npb25SZXNwb25zZRI/CgZTdGF0dXMSGS50b29scGRwLnYxLlN0YXR1c1JlcXVlc3QaGi50b29scGRwLnYxLlN0YXR1c1Jlc3BvbnNlEk4KC0xpc3RQZW5kaW5nEh4udG9vbHBkcC52MS5MaXN0UGVuZGluZ1JlcXVlc3QaHy50b29scGRwLnYxLkxpc3RQZW5kaW5nUmVzcG9uc2USVAoNQXdhaXREZWNpc2lvbhIgLnRvb2xwZHAudjEuQXdhaXREZWNpc2lvblJlcXVlc3QaIS50b29scGRwLnYxLkF3YWl0RGVjaXNpb25SZXNwb25zZRJOCgtGaWx0ZXJUb29scxIeLnRvb2xwZHAudjEuRmlsdGVyVG9vbHNSZXF1ZXN0Gh8udG9vbHBkcC52MS5GaWx0ZXJUb29sc1Jlc3BvbnNlEl0KEEFjY2VwdFN0YXRlUmVzZXQSIy50b29scGRwLnYxLkFjY2VwdFN0YXRlUmVzZXRSZXF1ZXN0GiQudG9vbHBkcC52MS5BY2NlcHRTdGF0ZVJlc2V0UmVzcG9uc2USRgoMR2V0RXhlY3V0aW9uEh8udG9vbHBkcC52MS5HZXRFeGVjdXRpb25SZXF1ZXN0GhUudG9vbHBkcC52MS5FeGVjdXRpb25CN1o1Z2l0aHViLmNvbS90b29scGRwL3Rvb2xwZHAvcHJvdG8vdG9vbHBkcC92MTt0b29scGRwdjFiBnByb3RvMw", [file_google_protobuf_struct]);
+  fileDesc("Chh0b29scGRwL3YxL3Rvb2xwZHAucHJvdG8SCnRvb2xwZHAudjEi9wIKDURlY2lkZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSDgoGc2VydmVyGAQgASgJEiYKCGNhdGVnb3J5GAUgASgOMhQudG9vbHBkcC52MS5DYXRlZ29yeRIlCgRhcmdzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgNlbnYYByADKAsyIi50b29scGRwLnYxLkRlY2lkZVJlcXVlc3QuRW52RW50cnkSNQoQZXhlY3V0aW9uX3BvbGljeRgIIAEoCzIbLnRvb2xwZHAudjEuRXhlY3V0aW9uUG9saWN5Eg8KB2NhbGxfaWQYCSABKAkSFwoPdG9vbF9kZWZpbml0aW9uGBQgASgJEhAKCGNvbmZpbmVkGAogASgIGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEikQIKDkRlY2lkZVJlc3BvbnNlEiYKCGRlY2lzaW9uGAEgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAIgASgJEhMKC2RlY2lzaW9uX2lkGAMgASgJEhcKD3BvbGljeV9yZXZpc2lvbhgEIAEoCRIjCgdyZWFzb25zGAUgAygLMhIudG9vbHBkcC52MS5SZWFzb24SKAoJZXhlY3V0aW9uGAYgASgLMhUudG9vbHBkcC52MS5FeGVjdXRpb24SDAoEaGFsdBgHIAEoCBI7ChFkZWZpbml0aW9uX2NoYW5nZRgUIAEoCzIgLnRvb2xwZHAudjEuVG9vbERlZmluaXRpb25DaGFuZ2UijgEKFFRvb2xEZWZpbml0aW9uQ2hhbmdlEg4KBnNlcnZlchgBIAEoCRIMCgR0b29sGAIgASgJEhMKC2tlcHRfZGlnZXN0GAMgASgJEhcKD2tlcHRfZGVmaW5pdGlvbhgEIAEoCRISCgpuZXdfZGlnZXN0GAUgASgJEhYKDm5ld19kZWZpbml0aW9uGAYgASgJIlsKBlJlYXNvbhIMCgRheGlzGAEgASgJEgwKBHJ1bGUYAiABKAkSJAoGZWZmZWN0GAMgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAQgASgJIu8CCglFeGVjdXRpb24SKwoDZW52GAEgAygLMh4udG9vbHBkcC52MS5FeGVjdXRpb24uRW52RW50cnkSCwoDY3dkGAIgASgJEhQKDGVudl9lbmZvcmNlZBgDIAEoCBIoCgpyZWFkX3BhdGhzGAQgASgLMhQudG9vbHBkcC52MS5QYXRoTGlzdBIpCgt3cml0ZV9wYXRocxgFIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSDwoHbmV0d29yaxgGIAEoCRIXCg9yZWFkX29ubHlfbmFtZXMYByADKAkSGAoQdW5yZWFkYWJsZV9uYW1lcxgIIAMoCRIvCg1uZXR3b3JrX3J1bGVzGAkgASgLMhgudG9vbHBkcC52MS5OZXR3b3JrUnVsZXMSHAoUY29uZmluZW1lbnRfcmVxdWlyZWQYCiABKAgaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJJChNHZXRFeGVjdXRpb25SZXF1ZXN0EhMKC2RlY2lzaW9uX2lkGAEgASgJEg8KB2NvbW1hbmQYAiABKAkSDAoEYXJndhgDIAMoCSLXAQoPRXhlY3V0aW9uUG9saWN5EiAKA2VudhgBIAEoCzITLnRvb2xwZHAudjEuRW52U3BlYxILCgNjd2QYAiABKAkSKAoKcmVhZF9wYXRocxgDIAEoCzIULnRvb2xwZHAudjEuUGF0aExpc3QSKQoLd3JpdGVfcGF0aHMYBCABKAsyFC50b29scGRwLnYxLlBhdGhMaXN0Eg8KB25ldHdvcmsYBSABKAkSLwoNbmV0d29ya19ydWxlcxgGIAEoCzIYLnRvb2xwZHAudjEuTmV0d29ya1J1bGVzIlwKDE5ldHdvcmtSdWxlcxINCgVhbGxvdxgBIAMoCRILCgNhc2sYAiADKAkSDAoEZGVueRgDIAMoCRIRCglvdGhlcndpc2UYBCABKAkSDwoHcHJpdmF0ZRgFIAMoCSIZCghQYXRoTGlzdBINCgVwYXRocxgBIAMoCSJFCgdFbnZTcGVjEgwKBG1vZGUYASABKAkSDQoFbmFtZXMYAiADKAkSHQoVaW5jbHVkZV9zYWZlX2Vudl92YXJzGAMgASgIIpQBCg5Db25maXJtUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIOCgZyZXN1bHQYAiABKAkSFAoMZGVueV9tZXNzYWdlGAMgASgJEhAKCHJlbWVtYmVyGAQgASgIEg8KB2NhbGxfaWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSEgoKc2Vzc2lvbl9pZBgHIAEoCSJYCg9Db25maXJtUmVzcG9uc2USJgoIZGVjaXNpb24YASABKA4yFC50b29scGRwLnYxLkRlY2lzaW9uEgwKBGhhbHQYAiABKAgSDwoHbWVzc2FnZRgDIAEoCSKCAQoTUmVwb3J0UmVzdWx0UmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIQCghpc19lcnJvchgCIAEoCBINCgVlcnJvchgDIAEoCRIPCgdjYWxsX2lkGAQgASgJEhAKCGFnZW50X2lkGAUgASgJEhIKCnNlc3Npb25faWQYBiABKAkiJAoUUmVwb3J0UmVzdWx0UmVzcG9uc2USDAoEaGFsdBgBIAEoCCI5ChFFbmRTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIiMKEkVuZFNlc3Npb25SZXNwb25zZRINCgVmb3VuZBgBIAEoCCIPCg1TdGF0dXNSZXF1ZXN0ItYBCg5TdGF0dXNSZXNwb25zZRIXCg9wb2xpY3lfcmV2aXNpb24YASABKAkSKQoHYnVuZGxlcxgCIAMoCzIYLnRvb2xwZHAudjEuQnVuZGxlU3RhdHVzEhIKCmxhc3RfZXJyb3IYAyABKAkSGQoRbG9hZGVkX3VuaXhfbmFub3MYBCABKAMSKQoHc291cmNlcxgFIAMoCzIYLnRvb2xwZHAudjEuU291cmNlU3RhdHVzEiYKBXN0YXRlGAYgASgLMhcudG9vbHBkcC52MS5TdGF0ZVN0YXR1cyI4CgtTdGF0ZVN0YXR1cxIKCgJ1cBgBIAEoCBIMCgRsb3N0GAIgASgIEg8KB21lc3NhZ2UYAyABKAkiGQoXQWNjZXB0U3RhdGVSZXNldFJlcXVlc3QiTwoYQWNjZXB0U3RhdGVSZXNldFJlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgIEhIKCmxvc3RfZXBvY2gYAiABKAkSDQoFZXBvY2gYAyABKAkicAoMU291cmNlU3RhdHVzEgwKBG5hbWUYASABKAkSDgoGcmVtb3RlGAIgASgIEhIKCmxhc3RfZXJyb3IYAyABKAkSHwoXbGFzdF9zdWNjZXNzX3VuaXhfbmFub3MYBCABKAMSDQoFc3RhbGUYBSABKAgiLgoMQnVuZGxlU3RhdHVzEgwKBG5hbWUYASABKAkSEAoIcmV2aXNpb24YAiABKAkieQoSTGlzdFBlbmRpbmdSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEg4KBnJldmVhbBgEIAEoCBIaChJtYXhfYXJndW1lbnRfYnl0ZXMYBSABKAUiVAoTTGlzdFBlbmRpbmdSZXNwb25zZRIkCgRhc2tzGAEgAygLMhYudG9vbHBkcC52MS5QZW5kaW5nQXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSL+AwoKUGVuZGluZ0FzaxITCgtkZWNpc2lvbl9pZBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEhEKCXRvb2xfbmFtZRgEIAEoCRIPCgdtZXNzYWdlGAUgASgJEhoKEmNyZWF0ZWRfdW5peF9uYW5vcxgGIAEoAxIPCgdjYWxsX2lkGAcgASgJEg4KBnNlcnZlchgIIAEoCRIjCgdyZWFzb25zGAkgAygLMhIudG9vbHBkcC52MS5SZWFzb24SEQoJYXJndW1lbnRzGAogASgJEhcKD2FyZ3VtZW50c19ieXRlcxgLIAEoAxIbChNhcmd1bWVudHNfdHJ1bmNhdGVkGAwgASgIEiwKA2VudhgNIAMoCzIfLnRvb2xwZHAudjEuUGVuZGluZ0Fzay5FbnZFbnRyeRIYChBleGVjdXRpb25fcG9saWN5GA4gASgJEg8KB3NlY3JldHMYDyADKAkSEAoIcmV2ZWFsZWQYECABKAgSEgoKYWdlX21pbGxpcxgRIAEoAxI7ChFkZWZpbml0aW9uX2NoYW5nZRgUIAEoCzIgLnRvb2xwZHAudjEuVG9vbERlZmluaXRpb25DaGFuZ2UaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ4ChRBd2FpdERlY2lzaW9uUmVxdWVzdBITCgtkZWNpc2lvbl9pZBgBIAEoCRIPCgdjYWxsX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEhIKCnNlc3Npb25faWQYBCABKAkSFAoMd2FpdF9zZWNvbmRzGAUgASgFIsIBChVBd2FpdERlY2lzaW9uUmVzcG9uc2USIwoFc3RhdGUYASABKA4yFC50b29scGRwLnYxLkFza1N0YXRlEiYKCGRlY2lzaW9uGAIgASgOMhQudG9vbHBkcC52MS5EZWNpc2lvbhIPCgdtZXNzYWdlGAMgASgJEigKCWV4ZWN1dGlvbhgEIAEoCzIVLnRvb2xwZHAudjEuRXhlY3V0aW9uEgwKBGhhbHQYBSABKAgSEwoLZGVjaXNpb25faWQYBiABKAkiOwoHVG9vbFJlZhIMCgRuYW1lGAEgASgJEg4KBnNlcnZlchgCIAEoCRISCgpkZWZpbml0aW9uGAMgASgJIl4KEkZpbHRlclRvb2xzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEiIKBXRvb2xzGAMgAygLMhMudG9vbHBkcC52MS5Ub29sUmVmIpQBChNGaWx0ZXJUb29sc1Jlc3BvbnNlEiQKB3Zpc2libGUYASADKAsyEy50b29scGRwLnYxLlRvb2xSZWYSJgoGaGlkZGVuGAIgAygLMhYudG9vbHBkcC52MS5IaWRkZW5Ub29sEhcKD2Fza3NfdmlhX2NsaWVudBgDIAEoCBIWCg5hbGxvd19zYW1wbGluZxgEIAEoCCI/CgpIaWRkZW5Ub29sEiEKBHRvb2wYASABKAsyEy50b29scGRwLnYxLlRvb2xSZWYSDgoGcmVhc29uGAIgASgJKkkKCENhdGVnb3J5EhgKFENBVEVHT1JZX1VOU1BFQ0lGSUVEEAASEQoNQ0FURUdPUllfU0FGRRABEhAKDENBVEVHT1JZX0FTSxACKl0KCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASEgoOREVDSVNJT05fQUxMT1cQARIRCg1ERUNJU0lPTl9ERU5ZEAISEAoMREVDSVNJT05fQVNLEAMqawoIQXNrU3RhdGUSGQoVQVNLX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRQVNLX1NUQVRFX1BFTkRJTkcQARIWChJBU0tfU1RBVEVfQU5TV0VSRUQQAhIVChFBU0tfU1RBVEVfRVhQSVJFRBADMpQGCg9EZWNpc2lvblNlcnZpY2USPwoGRGVjaWRlEhkudG9vbHBkcC52MS5EZWNpZGVSZXF1ZXN0GhoudG9vbHBkcC52MS5EZWNpZGVSZXNwb25zZRJCCgdDb25maXJtEhoudG9vbHBkcC52MS5Db25maXJtUmVxdWVzdBobLnRvb2xwZHAudjEuQ29uZmlybVJlc3BvbnNlElEKDFJlcG9ydFJlc3VsdBIfLnRvb2xwZHAudjEuUmVwb3J0UmVzdWx0UmVxdWVzdBogLnRvb2xwZHAudjEuUmVwb3J0UmVzdWx0UmVzcG9uc2USSwoKRW5kU2Vzc2lvbhIdLnRvb2xwZHAudjEuRW5kU2Vzc2lvblJlcXVlc3QaHi50b29scGRwLnYxLkVuZFNlc3Npb25SZXNwb25zZRI/CgZTdGF0dXMSGS50b29scGRwLnYxLlN0YXR1c1JlcXVlc3QaGi50b29scGRwLnYxLlN0YXR1c1Jlc3BvbnNlEk4KC0xpc3RQZW5kaW5nEh4udG9vbHBkcC52MS5MaXN0UGVuZGluZ1JlcXVlc3QaHy50b29scGRwLnYxLkxpc3RQZW5kaW5nUmVzcG9uc2USVAoNQXdhaXREZWNpc2lvbhIgLnRvb2xwZHAudjEuQXdhaXREZWNpc2lvblJlcXVlc3QaIS50b29scGRwLnYxLkF3YWl0RGVjaXNpb25SZXNwb25zZRJOCgtGaWx0ZXJUb29scxIeLnRvb2xwZHAudjEuRmlsdGVyVG9vbHNSZXF1ZXN0Gh8udG9vbHBkcC52MS5GaWx0ZXJUb29sc1Jlc3BvbnNlEl0KEEFjY2VwdFN0YXRlUmVzZXQSIy50b29scGRwLnYxLkFjY2VwdFN0YXRlUmVzZXRSZXF1ZXN0GiQudG9vbHBkcC52MS5BY2NlcHRTdGF0ZVJlc2V0UmVzcG9uc2USRgoMR2V0RXhlY3V0aW9uEh8udG9vbHBkcC52MS5HZXRFeGVjdXRpb25SZXF1ZXN0GhUudG9vbHBkcC52MS5FeGVjdXRpb25CN1o1Z2l0aHViLmNvbS90b29scGRwL3Rvb2xwZHAvcHJvdG8vdG9vbHBkcC92MTt0b29scGRwdjFiBnByb3RvMw", [file_google_protobuf_struct]);
 
 /**
  * @generated from message toolpdp.v1.DecideRequest
@@ -304,7 +304,8 @@ export type Execution = Message<"toolpdp.v1.Execution"> & {
   writePaths?: PathList | undefined;
 
   /**
-   * "none" when the policy forbids network use; "" when it does not say
+   * "none" when the policy forbids network use, "any" when it allows it all,
+   * "rules" when each new host is decided by network_rules; "" when it does not say.
    *
    * @generated from field: string network = 6;
    */
@@ -324,6 +325,14 @@ export type Execution = Message<"toolpdp.v1.Execution"> & {
    * @generated from field: repeated string unreadable_names = 8;
    */
   unreadableNames: string[];
+
+  /**
+   * The network rules, resolved (names lower-cased, IDNA, no trailing dot;
+   * otherwise filled in): set exactly when network is "rules".
+   *
+   * @generated from field: toolpdp.v1.NetworkRules network_rules = 9;
+   */
+  networkRules?: NetworkRules | undefined;
 
   /**
    * The decision relied on the call running confined: a client never runs
@@ -399,11 +408,19 @@ export type ExecutionPolicy = Message<"toolpdp.v1.ExecutionPolicy"> & {
   writePaths?: PathList | undefined;
 
   /**
-   * "none" forbids network use to shell tools; "" is not enforced
+   * "none" forbids network use to shell tools, "any" allows it, "rules"
+   * decides each new host by network_rules; "" is not enforced.
    *
    * @generated from field: string network = 5;
    */
   network: string;
+
+  /**
+   * set exactly when network is "rules"
+   *
+   * @generated from field: toolpdp.v1.NetworkRules network_rules = 6;
+   */
+  networkRules?: NetworkRules | undefined;
 };
 
 /**
@@ -412,6 +429,53 @@ export type ExecutionPolicy = Message<"toolpdp.v1.ExecutionPolicy"> & {
  */
 export const ExecutionPolicySchema: GenMessage<ExecutionPolicy> = /*@__PURE__*/
   messageDesc(file_toolpdp_v1_toolpdp, 6);
+
+/**
+ * NetworkRules decide each new host:port of a confined run: deny, then ask,
+ * then allow, then otherwise. An entry is a name, *.name (any name below it,
+ * not the name itself), an IP address or a CIDR, each with an optional :port.
+ *
+ * @generated from message toolpdp.v1.NetworkRules
+ */
+export type NetworkRules = Message<"toolpdp.v1.NetworkRules"> & {
+  /**
+   * @generated from field: repeated string allow = 1;
+   */
+  allow: string[];
+
+  /**
+   * @generated from field: repeated string ask = 2;
+   */
+  ask: string[];
+
+  /**
+   * @generated from field: repeated string deny = 3;
+   */
+  deny: string[];
+
+  /**
+   * "deny" | "ask"; "" means "deny"
+   *
+   * @generated from field: string otherwise = 4;
+   */
+  otherwise: string;
+
+  /**
+   * Name entries of allow and ask that may reach the refused address
+   * ranges (private, loopback, link-local, metadata): a definition's
+   * {"host": NAME, "private": true}. Each is also in allow or ask.
+   *
+   * @generated from field: repeated string private = 5;
+   */
+  private: string[];
+};
+
+/**
+ * Describes the message toolpdp.v1.NetworkRules.
+ * Use `create(NetworkRulesSchema)` to create a new message.
+ */
+export const NetworkRulesSchema: GenMessage<NetworkRules> = /*@__PURE__*/
+  messageDesc(file_toolpdp_v1_toolpdp, 7);
 
 /**
  * PathList wraps a list so that "absent" (not enforced) and "empty" (nothing
@@ -431,7 +495,7 @@ export type PathList = Message<"toolpdp.v1.PathList"> & {
  * Use `create(PathListSchema)` to create a new message.
  */
 export const PathListSchema: GenMessage<PathList> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 7);
+  messageDesc(file_toolpdp_v1_toolpdp, 8);
 
 /**
  * @generated from message toolpdp.v1.EnvSpec
@@ -460,7 +524,7 @@ export type EnvSpec = Message<"toolpdp.v1.EnvSpec"> & {
  * Use `create(EnvSpecSchema)` to create a new message.
  */
 export const EnvSpecSchema: GenMessage<EnvSpec> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 8);
+  messageDesc(file_toolpdp_v1_toolpdp, 9);
 
 /**
  * ConfirmRequest names the ask by decision_id, or by the call_id its Decide
@@ -522,7 +586,7 @@ export type ConfirmRequest = Message<"toolpdp.v1.ConfirmRequest"> & {
  * Use `create(ConfirmRequestSchema)` to create a new message.
  */
 export const ConfirmRequestSchema: GenMessage<ConfirmRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 9);
+  messageDesc(file_toolpdp_v1_toolpdp, 10);
 
 /**
  * @generated from message toolpdp.v1.ConfirmResponse
@@ -555,7 +619,7 @@ export type ConfirmResponse = Message<"toolpdp.v1.ConfirmResponse"> & {
  * Use `create(ConfirmResponseSchema)` to create a new message.
  */
 export const ConfirmResponseSchema: GenMessage<ConfirmResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 10);
+  messageDesc(file_toolpdp_v1_toolpdp, 11);
 
 /**
  * ReportResultRequest names an allowed call by decision_id, or by call_id
@@ -610,7 +674,7 @@ export type ReportResultRequest = Message<"toolpdp.v1.ReportResultRequest"> & {
  * Use `create(ReportResultRequestSchema)` to create a new message.
  */
 export const ReportResultRequestSchema: GenMessage<ReportResultRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 11);
+  messageDesc(file_toolpdp_v1_toolpdp, 12);
 
 /**
  * @generated from message toolpdp.v1.ReportResultResponse
@@ -629,7 +693,7 @@ export type ReportResultResponse = Message<"toolpdp.v1.ReportResultResponse"> & 
  * Use `create(ReportResultResponseSchema)` to create a new message.
  */
 export const ReportResultResponseSchema: GenMessage<ReportResultResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 12);
+  messageDesc(file_toolpdp_v1_toolpdp, 13);
 
 /**
  * @generated from message toolpdp.v1.EndSessionRequest
@@ -653,7 +717,7 @@ export type EndSessionRequest = Message<"toolpdp.v1.EndSessionRequest"> & {
  * Use `create(EndSessionRequestSchema)` to create a new message.
  */
 export const EndSessionRequestSchema: GenMessage<EndSessionRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 13);
+  messageDesc(file_toolpdp_v1_toolpdp, 14);
 
 /**
  * @generated from message toolpdp.v1.EndSessionResponse
@@ -670,7 +734,7 @@ export type EndSessionResponse = Message<"toolpdp.v1.EndSessionResponse"> & {
  * Use `create(EndSessionResponseSchema)` to create a new message.
  */
 export const EndSessionResponseSchema: GenMessage<EndSessionResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 14);
+  messageDesc(file_toolpdp_v1_toolpdp, 15);
 
 /**
  * @generated from message toolpdp.v1.StatusRequest
@@ -683,7 +747,7 @@ export type StatusRequest = Message<"toolpdp.v1.StatusRequest"> & {
  * Use `create(StatusRequestSchema)` to create a new message.
  */
 export const StatusRequestSchema: GenMessage<StatusRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 15);
+  messageDesc(file_toolpdp_v1_toolpdp, 16);
 
 /**
  * @generated from message toolpdp.v1.StatusResponse
@@ -731,7 +795,7 @@ export type StatusResponse = Message<"toolpdp.v1.StatusResponse"> & {
  * Use `create(StatusResponseSchema)` to create a new message.
  */
 export const StatusResponseSchema: GenMessage<StatusResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 16);
+  messageDesc(file_toolpdp_v1_toolpdp, 17);
 
 /**
  * StateStatus is the session state store as the server last saw it.
@@ -766,7 +830,7 @@ export type StateStatus = Message<"toolpdp.v1.StateStatus"> & {
  * Use `create(StateStatusSchema)` to create a new message.
  */
 export const StateStatusSchema: GenMessage<StateStatus> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 17);
+  messageDesc(file_toolpdp_v1_toolpdp, 18);
 
 /**
  * @generated from message toolpdp.v1.AcceptStateResetRequest
@@ -779,7 +843,7 @@ export type AcceptStateResetRequest = Message<"toolpdp.v1.AcceptStateResetReques
  * Use `create(AcceptStateResetRequestSchema)` to create a new message.
  */
 export const AcceptStateResetRequestSchema: GenMessage<AcceptStateResetRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 18);
+  messageDesc(file_toolpdp_v1_toolpdp, 19);
 
 /**
  * @generated from message toolpdp.v1.AcceptStateResetResponse
@@ -812,7 +876,7 @@ export type AcceptStateResetResponse = Message<"toolpdp.v1.AcceptStateResetRespo
  * Use `create(AcceptStateResetResponseSchema)` to create a new message.
  */
 export const AcceptStateResetResponseSchema: GenMessage<AcceptStateResetResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 19);
+  messageDesc(file_toolpdp_v1_toolpdp, 20);
 
 /**
  * SourceStatus is one --bundle source as the server last saw it. Names
@@ -860,7 +924,7 @@ export type SourceStatus = Message<"toolpdp.v1.SourceStatus"> & {
  * Use `create(SourceStatusSchema)` to create a new message.
  */
 export const SourceStatusSchema: GenMessage<SourceStatus> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 20);
+  messageDesc(file_toolpdp_v1_toolpdp, 21);
 
 /**
  * @generated from message toolpdp.v1.BundleStatus
@@ -882,7 +946,7 @@ export type BundleStatus = Message<"toolpdp.v1.BundleStatus"> & {
  * Use `create(BundleStatusSchema)` to create a new message.
  */
 export const BundleStatusSchema: GenMessage<BundleStatus> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 21);
+  messageDesc(file_toolpdp_v1_toolpdp, 22);
 
 /**
  * @generated from message toolpdp.v1.ListPendingRequest
@@ -929,7 +993,7 @@ export type ListPendingRequest = Message<"toolpdp.v1.ListPendingRequest"> & {
  * Use `create(ListPendingRequestSchema)` to create a new message.
  */
 export const ListPendingRequestSchema: GenMessage<ListPendingRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 22);
+  messageDesc(file_toolpdp_v1_toolpdp, 23);
 
 /**
  * @generated from message toolpdp.v1.ListPendingResponse
@@ -953,7 +1017,7 @@ export type ListPendingResponse = Message<"toolpdp.v1.ListPendingResponse"> & {
  * Use `create(ListPendingResponseSchema)` to create a new message.
  */
 export const ListPendingResponseSchema: GenMessage<ListPendingResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 23);
+  messageDesc(file_toolpdp_v1_toolpdp, 24);
 
 /**
  * PendingAsk is an ask decision no person has answered yet.
@@ -1084,7 +1148,7 @@ export type PendingAsk = Message<"toolpdp.v1.PendingAsk"> & {
  * Use `create(PendingAskSchema)` to create a new message.
  */
 export const PendingAskSchema: GenMessage<PendingAsk> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 24);
+  messageDesc(file_toolpdp_v1_toolpdp, 25);
 
 /**
  * AwaitDecisionRequest names the ask by decision_id, or by the call_id its
@@ -1126,7 +1190,7 @@ export type AwaitDecisionRequest = Message<"toolpdp.v1.AwaitDecisionRequest"> & 
  * Use `create(AwaitDecisionRequestSchema)` to create a new message.
  */
 export const AwaitDecisionRequestSchema: GenMessage<AwaitDecisionRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 25);
+  messageDesc(file_toolpdp_v1_toolpdp, 26);
 
 /**
  * @generated from message toolpdp.v1.AwaitDecisionResponse
@@ -1174,7 +1238,7 @@ export type AwaitDecisionResponse = Message<"toolpdp.v1.AwaitDecisionResponse"> 
  * Use `create(AwaitDecisionResponseSchema)` to create a new message.
  */
 export const AwaitDecisionResponseSchema: GenMessage<AwaitDecisionResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 26);
+  messageDesc(file_toolpdp_v1_toolpdp, 27);
 
 /**
  * @generated from message toolpdp.v1.ToolRef
@@ -1205,7 +1269,7 @@ export type ToolRef = Message<"toolpdp.v1.ToolRef"> & {
  * Use `create(ToolRefSchema)` to create a new message.
  */
 export const ToolRefSchema: GenMessage<ToolRef> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 27);
+  messageDesc(file_toolpdp_v1_toolpdp, 28);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsRequest
@@ -1232,7 +1296,7 @@ export type FilterToolsRequest = Message<"toolpdp.v1.FilterToolsRequest"> & {
  * Use `create(FilterToolsRequestSchema)` to create a new message.
  */
 export const FilterToolsRequestSchema: GenMessage<FilterToolsRequest> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 28);
+  messageDesc(file_toolpdp_v1_toolpdp, 29);
 
 /**
  * @generated from message toolpdp.v1.FilterToolsResponse
@@ -1268,7 +1332,7 @@ export type FilterToolsResponse = Message<"toolpdp.v1.FilterToolsResponse"> & {
  * Use `create(FilterToolsResponseSchema)` to create a new message.
  */
 export const FilterToolsResponseSchema: GenMessage<FilterToolsResponse> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 29);
+  messageDesc(file_toolpdp_v1_toolpdp, 30);
 
 /**
  * @generated from message toolpdp.v1.HiddenTool
@@ -1290,7 +1354,7 @@ export type HiddenTool = Message<"toolpdp.v1.HiddenTool"> & {
  * Use `create(HiddenToolSchema)` to create a new message.
  */
 export const HiddenToolSchema: GenMessage<HiddenTool> = /*@__PURE__*/
-  messageDesc(file_toolpdp_v1_toolpdp, 30);
+  messageDesc(file_toolpdp_v1_toolpdp, 31);
 
 /**
  * Category is the caller's safety classification of a tool.
