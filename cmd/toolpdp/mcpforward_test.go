@@ -216,6 +216,14 @@ func TestMCPProxyForwardsWhatItDecidedStdio(t *testing.T) {
 		c.send(request(id, d.method, d.params))
 		wantRefused(t, c.await(ctx, id), -32600, d.key)
 	}
+	// A call without an id would be forwarded undecided: it is dropped;
+	// an id a reader could take for another is refused.
+	c.send(`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"get-env","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"echo","arguments":{"message":"no-id-call"}}}`,
+		`{"jsonrpc":"2.0","method":"resources/read","params":{"uri":"demo://resource/dynamic/text/2"}}`)
+	c.send(`{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"echo","arguments":{"message":"fractional-id"}}}`)
+	c.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"big-number","n":9007199254740993}}}`)
+	wantRefused(t, c.await(ctx, "7"), -32602, "cannot be decided exactly")
 	// The unchanged bodies work; once the server has read the call after
 	// the refusals, it has read everything before it.
 	c.send(echoCall("3", "after the refusals"))
@@ -229,7 +237,7 @@ func TestMCPProxyForwardsWhatItDecidedStdio(t *testing.T) {
 		t.Fatalf("prompts/get: %s", m.raw)
 	}
 	serverRead := waitFileContains(t, ctx, c.log, "after the refusals")
-	for _, forbidden := range []string{"get-env", "NAME", "ARGUMENTS", "MESSAGE", "URI", "benign", "the real one", "text/2", "args-prompt"} {
+	for _, forbidden := range []string{"get-env", "NAME", "ARGUMENTS", "MESSAGE", "URI", "benign", "the real one", "text/2", "args-prompt", "no-id-call", "fractional-id", "big-number"} {
 		if strings.Contains(serverRead, forbidden) {
 			t.Errorf("the server read %q:\n%s", forbidden, serverRead)
 		}
