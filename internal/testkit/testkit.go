@@ -13,11 +13,20 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/types/known/structpb"
 )
+
+// EvalTimeout is the bound on one evaluation for every server a test
+// starts, in process or as the built binary. The shipped 100ms is a
+// production bound; on two loaded cores under the race detector a plain
+// allow can take longer, and the fail-closed deny it would turn into is
+// not what any test is about. Only a real hang should fail a test, so the
+// bound is generous; a test of the timeout itself sets its own.
+const EvalTimeout = 30 * time.Second
 
 // SessionAgents is an agent "a" with a disabled tool (rm), an asking one
 // (bash) and a cap of 3 consecutive denials.

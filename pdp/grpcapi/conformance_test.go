@@ -73,7 +73,7 @@ func runConformance(t *testing.T, file string) decisiontest.Result {
 		rev++
 		want := fmt.Sprintf("r%d", rev)
 		writeAgentsBundle(t, bdir, agents, want)
-		eventually(t, 10*time.Second, "reload to "+want, func() bool {
+		eventually(t, time.Minute, "reload to "+want, func() bool {
 			return ts.Decide(t, &pb.DecideRequest{AgentId: "__probe__", ToolName: "Read"}).PolicyRevision == "library-0.1.0,"+want
 		})
 		return nil

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -43,7 +44,7 @@ type Options struct {
 
 	// Engine and API are the engine's and the service's other options.
 	// Bundles, Logger, Registerer and Watching are set from the fields
-	// above, and so is API.SeparateApprover; an EvalTimeout of 0 is 5s
+	// above, and so is API.SeparateApprover; an EvalTimeout of 0 is testkit.EvalTimeout
 	// (tests run on loaded machines, under the race detector), and Poll 0
 	// is 500ms.
 	Engine pdp.Config
@@ -94,7 +95,7 @@ func Start(o Options) (_ *Server, err error) {
 	ec := o.Engine
 	ec.Bundles, ec.Logger, ec.Registerer, ec.Watching = o.Bundles, log, reg, func() { close(watching) }
 	if ec.EvalTimeout == 0 {
-		ec.EvalTimeout = 5 * time.Second
+		ec.EvalTimeout = testkit.EvalTimeout
 	}
 	if ec.Poll == 0 {
 		ec.Poll = 500 * time.Millisecond
