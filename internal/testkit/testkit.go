@@ -18,6 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolpdp/toolpdp/pdp/decisionrun"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
 // EvalTimeout is the bound on one evaluation for every server a test
@@ -139,4 +142,21 @@ func Tarball(t testing.TB, files map[string]string) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// ReplayOrSkip is decisionrun.Replay of the file at path under a temporary
+// directory, for a test or benchmark: skipped when the file cannot be read
+// (a trace kept outside the repository may be absent), failed on any other
+// error.
+func ReplayOrSkip(tb testing.TB, path string) (bundleDir string, reqs []*pb.DecideRequest) {
+	tb.Helper()
+	f, err := decisionrun.Read(path)
+	if err != nil {
+		tb.Skip(err)
+	}
+	bundleDir, reqs, err = decisionrun.Replay(f, tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bundleDir, reqs
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
+	"github.com/toolpdp/toolpdp/pdp/localserver"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -371,7 +372,7 @@ func TestRemoteBundleServerWithoutETag(t *testing.T) {
 	if n := ts.Reloads(t, "ok"); n != 1 {
 		t.Errorf("%v loads of an unchanged bundle, want 1", n)
 	}
-	for _, c := range []*grpcapitest.Server{ts, {Registry: reg}} {
+	for _, c := range []*grpcapitest.Server{ts, {Server: &localserver.Server{Registry: reg}}} {
 		if n := c.Reloads(t, "rejected"); n != 0 {
 			t.Errorf("%v rejections counted before the first download, want 0", n)
 		}
