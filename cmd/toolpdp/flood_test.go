@@ -127,7 +127,7 @@ func floodShapes() []floodShape {
 				return &pb.DecideRequest{SessionId: fmt.Sprintf("s%d", i), ToolName: "Bash",
 					Args: mustStruct(map[string]any{"command": "git push '" + strings.Repeat("\x01", 60000) + "'"})}
 			},
-			calls:   32,
+			calls:   16,
 			timeout: 5 * time.Second,
 			after: func(t *testing.T, f *flood) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -162,7 +162,7 @@ func floodShapes() []floodShape {
 			request: func(_ string, i int) *pb.DecideRequest {
 				return &pb.DecideRequest{SessionId: fmt.Sprintf("s%d", i%100), ToolName: "Read", Args: bigArgs}
 			},
-			calls:   32,
+			calls:   16,
 			timeout: 10 * time.Second,
 		},
 		{
@@ -172,7 +172,7 @@ func floodShapes() []floodShape {
 			request: func(_ string, i int) *pb.DecideRequest {
 				return &pb.DecideRequest{ToolName: "Bash", Args: mustStruct(map[string]any{"command": nestedParens})}
 			},
-			calls:   32,
+			calls:   16,
 			timeout: 5 * time.Second,
 		},
 		{
@@ -227,7 +227,7 @@ func floodShapes() []floodShape {
 				return &pb.DecideRequest{ToolName: "Read", Args: mustStruct(map[string]any{"file_path": filepath.Join(dir, "f")}),
 					ExecutionPolicy: &pb.ExecutionPolicy{ReadPaths: &pb.PathList{Paths: roots}}}
 			},
-			calls:   32,
+			calls:   16,
 			timeout: 3 * time.Second,
 			wantErr: codes.InvalidArgument,
 		},
@@ -238,7 +238,7 @@ func floodShapes() []floodShape {
 			request: func(_ string, i int) *pb.DecideRequest {
 				return &pb.DecideRequest{ToolName: "Read", Args: deepArgs}
 			},
-			calls:   32,
+			calls:   16,
 			timeout: 5 * time.Second,
 			wantErr: codes.InvalidArgument,
 		},
