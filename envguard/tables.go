@@ -199,6 +199,7 @@ type compiled struct {
 	patternOpts     map[string][]string
 	patternOps      map[string]int
 	execConfig      *protectednames.Set // files whose contents programs run
+	programs        map[string]program  // behaviour in Go, by program (programs.go)
 }
 
 type execOption struct {
@@ -316,6 +317,7 @@ func (t *Tables) compile() (*compiled, error) {
 		readerValues:    t.ReaderValueOptions,
 		shellRunners:    set(t.ShellRunners),
 		responseFiles:   set(t.ResponseFilePrograms),
+		programs:        knownPrograms(),
 		stdinNames:      t.StdinNameOptions,
 		optionsAnywhere: set(t.OptionsAnywhere),
 		defaultDir:      set(t.DefaultDirectory),

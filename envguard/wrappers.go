@@ -60,55 +60,10 @@ func (a *analyzer) runner(ctx leafCtx, name string, args []word, depth int) erro
 	return nil
 }
 
-// gitGlobal is git's own options, before the subcommand.
 // optionTakingValue reports an option word that may take the next word
 // as its value: -v, --volume (not --volume=x, which has it).
 func optionTakingValue(w word) bool {
 	return w.kind == literal && strings.HasPrefix(w.text, "-") && w.text != "--" && !strings.Contains(w.text, "=")
-}
-
-// handlers are the wrappers and runners whose grammar is not a plain
-// option list and a command: each one is a small function.
-type handler func(a *analyzer, ctx leafCtx, name string, args []word, depth int) error
-
-// handlerFor returns the handler of a program whose grammar is not a
-// plain option list and a command; nil for the others.
-func handlerFor(name string) handler {
-	switch name {
-	case "find":
-		return func(a *analyzer, ctx leafCtx, _ string, args []word, depth int) error {
-			return a.findExec(ctx, args, depth)
-		}
-	case "busybox", "toybox":
-		return (*analyzer).busybox
-	case "watch":
-		return func(a *analyzer, ctx leafCtx, _ string, args []word, depth int) error {
-			return a.watch(ctx, args, depth)
-		}
-	case "su", "runuser":
-		return (*analyzer).su
-	case "parallel":
-		return func(a *analyzer, ctx leafCtx, _ string, args []word, depth int) error {
-			return a.parallel(ctx, args, depth)
-		}
-	case "git":
-		return func(a *analyzer, ctx leafCtx, _ string, args []word, depth int) error { return a.git(ctx, args, depth) }
-	case "capsh":
-		return (*analyzer).capsh
-	case "pee":
-		return (*analyzer).pee
-	case "start-stop-daemon":
-		return (*analyzer).startStop
-	case "tmux":
-		return (*analyzer).tmux
-	case "--":
-		// `time -- cmd`: the keyword's end of options, which the parser
-		// leaves as the first word.
-		return func(a *analyzer, ctx leafCtx, _ string, args []word, depth int) error {
-			return a.leaf(ctx, Leaf{}, args, depth)
-		}
-	}
-	return nil
 }
 
 // runs follows what a literal program runs: a builtin's code, a
@@ -123,10 +78,10 @@ func (a *analyzer) runs(ctx leafCtx, name string, words []word, depth int) error
 	if isShell(name) || isShell(canon) {
 		return a.shell(ctx, name, args, depth)
 	}
-	if h := handlerFor(canon); h != nil {
-		return h(a, ctx, name, args, depth)
-	}
 	c := a.t.tables()
+	if run := c.programs[canon].run; run != nil {
+		return run(a, ctx, name, args, depth)
+	}
 	if c.runners[name] || c.runners[canon] {
 		a.fedFiles(ctx, name, args)
 		return a.runner(ctx, name, args, depth)
@@ -244,25 +199,8 @@ func (a *analyzer) programChecks(ctx leafCtx, name, canon string, args []word) {
 			}
 		}
 	}
-	switch canon {
-	case "run-parts":
-		if !hasAnyLiteral(args, "--list", "--test", "--help", "--version") {
-			a.unseen("run-parts (it runs every program of a directory)", ctx.src)
-		}
-	case "ln", "link":
-		for _, w := range args {
-			if w.kind == literal && devPath(w.text) != devNone {
-				a.unseen(name+" linking to a descriptor ("+clip(w.text)+"), which a script may then be read from", ctx.src)
-			}
-		}
-	case "vim", "ex":
-		a.vim(ctx, canon, args)
-	case "make":
-		a.make(ctx, args)
-	case "awk":
-		a.awk(ctx, args)
-	case "sed":
-		a.sed(ctx, args)
+	if check := c.programs[canon].check; check != nil {
+		check(a, ctx, name, canon, args)
 	}
 	a.execOptions(ctx, name, args)
 	a.fileOperands(ctx, name, canon, args)
