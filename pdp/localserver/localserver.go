@@ -28,7 +28,7 @@ import (
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
-// Options shape a test server. Zero values are a server of the embedded
+// Options shape a server. Zero values are a server of the embedded
 // default agent on loopback TCP, loaded, not watching.
 type Options struct {
 	Bundles   []string
@@ -56,7 +56,7 @@ type Options struct {
 // none.
 const DefaultEvalTimeout = 5 * time.Second
 
-// Server is a running test server and a client of it.
+// Server is a running server and a client of it.
 type Server struct {
 	Addr     string // its gRPC target: 127.0.0.1:port or unix:///path
 	Conn     *grpc.ClientConn
