@@ -20,7 +20,7 @@ import (
 
 	"github.com/toolpdp/toolpdp/internal/opafloor"
 	"github.com/toolpdp/toolpdp/pdp"
-	"github.com/toolpdp/toolpdp/pdp/decisiontest"
+	"github.com/toolpdp/toolpdp/pdp/decisionrun"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -51,7 +51,7 @@ type traceReport struct {
 // starts from a fresh engine or process, so the decision cache holds only
 // what the trace itself repeats.
 func traceRun(work, bin string) error {
-	f, err := decisiontest.Read(*trace)
+	f, err := decisionrun.Read(*trace)
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func traceRun(work, bin string) error {
 	if err != nil {
 		return err
 	}
-	bdir, reqs, err := decisiontest.Replay(f, dir)
+	bdir, reqs, err := decisionrun.Replay(f, dir)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *trace, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolpdp/toolpdp/client"
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -18,7 +19,7 @@ import (
 // default and the bundles given; its address.
 func serve(t *testing.T, bundles ...string) string {
 	t.Helper()
-	return grpcapitest.NewServer(t, grpcapitest.Options{Bundles: bundles, Unix: true, Engine: pdp.Config{EvalTimeout: time.Second, MaxSessions: 10, MaxPending: 10}}).Addr
+	return grpcapitest.NewServer(t, grpcapitest.Options{Bundles: bundles, Unix: true, Engine: pdp.Config{EvalTimeout: testkit.EvalTimeout, MaxSessions: 10, MaxPending: 10}}).Addr
 }
 
 func TestCheckDecides(t *testing.T) {
@@ -86,7 +87,7 @@ func TestCheckAndWait(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	if r := c.CheckAndWait(short, &pb.DecideRequest{ToolName: "Bash", SessionId: "w"}); r.Decision != pb.Decision_DECISION_DENY || time.Since(start) > 5*time.Second {
+	if r := c.CheckAndWait(short, &pb.DecideRequest{ToolName: "Bash", SessionId: "w"}); r.Decision != pb.Decision_DECISION_DENY || time.Since(start) > testkit.EvalTimeout {
 		t.Fatalf("an ended wait: %v after %v", r, time.Since(start))
 	}
 }

@@ -43,6 +43,9 @@ type Match struct {
 // program does not have (`git psuh`) is an error: a typo in a rule is no
 // rule.
 func (t *Tables) CompileRules(deny, ask []string) (*Rules, error) {
+	if err := t.ready(); err != nil {
+		return nil, err
+	}
 	r := &Rules{}
 	for _, l := range []struct {
 		list  string

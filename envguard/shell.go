@@ -92,6 +92,9 @@ type Analysis struct {
 // what it cannot see. Every node kind the walk does not model is unseen.
 // Errors wrap ErrUncheckable.
 func (t *Tables) Analyze(ctx context.Context, cmd string) (*Analysis, error) {
+	if err := t.ready(); err != nil {
+		return nil, err
+	}
 	a := &analyzer{ctx: ctx, t: t, out: Analysis{movedAt: -1}}
 	if err := a.script(cmd, 0); err != nil {
 		return nil, err
@@ -102,6 +105,9 @@ func (t *Tables) Analyze(ctx context.Context, cmd string) (*Analysis, error) {
 // AnalyzeArgv is Analyze for a command given as an argv list (some agents'
 // shell tools send one): the list is one leaf, unwrapped the same way.
 func (t *Tables) AnalyzeArgv(ctx context.Context, argv []string) (*Analysis, error) {
+	if err := t.ready(); err != nil {
+		return nil, err
+	}
 	for _, s := range argv {
 		if strings.IndexByte(s, 0) >= 0 {
 			// execve ends a string at its NUL: "curl\x00" would run curl.

@@ -36,10 +36,6 @@ type Tables struct {
 	// ExecEnvValues are variables that run a command only with some
 	// values (GOFLAGS=-toolexec=…): glob patterns of the values that do.
 	ExecEnvValues map[string][]string `json:"exec_env_values"`
-	// ProtectedNames are version-control and agent-configuration names
-	// (.git, .claude): a redirect or a writing program aimed into one is
-	// asked, as the file tools are denied.
-	ProtectedNames []string `json:"protected_names"`
 	// ExecConfigFiles are names of files and directories whose contents
 	// programs run (~/.gitconfig aliases, ~/.bashrc, ~/.ssh/config's
 	// ProxyCommand, git hooks): writing into one is asked like a protected
@@ -135,7 +131,8 @@ type Tables struct {
 	// shows a command to people masks their values.
 	SecretArguments map[string][]SecretArg `json:"secret_arguments"`
 
-	c *compiled
+	c   *compiled
+	err error // why the tables do not compile, once tried
 }
 
 // ExecOption is an option that runs a command. Values, when given, are
@@ -206,6 +203,7 @@ type compiled struct {
 	patternOpts     map[string][]string
 	patternOps      map[string]int
 	execConfig      *protectednames.Set // files whose contents programs run
+	programs        map[string]program  // behaviour in Go, by program (programs.go)
 }
 
 type execOption struct {
@@ -273,19 +271,31 @@ func (t *Tables) Validate() error {
 	if err != nil {
 		return err
 	}
-	t.c = c
+	t.c, t.err = c, nil
 	return nil
 }
 
-// tables returns the compiled tables, compiling them on first use for a
-// caller that did not Validate (tests, ParseCommand's empty tables).
+// ready compiles the tables on first use for a caller that did not
+// Validate (tests, ParseCommand's empty tables). Tables that do not
+// compile are an error for every analysis and rule made with them, never
+// empty tables: an entry that cannot work must not silently become no
+// entry, and no table at all would see less than the tables meant.
+func (t *Tables) ready() error {
+	if t.c == nil && t.err == nil {
+		t.c, t.err = t.compile()
+	}
+	if t.err != nil {
+		return fmt.Errorf("%w: the shell tables do not compile: %v", ErrUncheckable, t.err)
+	}
+	return nil
+}
+
+// tables returns the compiled tables. Every way in (Analyze, AnalyzeArgv,
+// CompileRules) has checked ready; tables that do not compile reaching
+// here are a caller's bug, and stop it rather than read as empty tables.
 func (t *Tables) tables() *compiled {
-	if t.c == nil {
-		c, err := t.compile()
-		if err != nil {
-			c = &compiled{}
-		}
-		t.c = c
+	if err := t.ready(); err != nil {
+		panic("envguard: " + err.Error())
 	}
 	return t.c
 }
@@ -314,6 +324,7 @@ func (t *Tables) compile() (*compiled, error) {
 		readerValues:    t.ReaderValueOptions,
 		shellRunners:    set(t.ShellRunners),
 		responseFiles:   set(t.ResponseFilePrograms),
+		programs:        knownPrograms(),
 		stdinNames:      t.StdinNameOptions,
 		optionsAnywhere: set(t.OptionsAnywhere),
 		defaultDir:      set(t.DefaultDirectory),

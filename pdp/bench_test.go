@@ -7,7 +7,6 @@ import (
 
 	"github.com/toolpdp/toolpdp/internal/opafloor"
 	"github.com/toolpdp/toolpdp/internal/testkit"
-	"github.com/toolpdp/toolpdp/pdp/decisiontest"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
@@ -90,7 +89,7 @@ func decideRealistic(b *testing.B, e *Engine) {
 // (so the decision cache holds only what the trace repeats), as the trace
 // harness (go run ./bench -trace) measures in process.
 func BenchmarkDecideTrace(b *testing.B) {
-	bdir, reqs := decisiontest.ReplayOrSkip(b, "../../shared/traces/agent-sessions.json")
+	bdir, reqs := testkit.ReplayOrSkip(b, "../../shared/traces/agent-sessions.json")
 	ctx := context.Background()
 	var e *Engine
 	b.ReportAllocs()

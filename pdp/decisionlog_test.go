@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolpdp/toolpdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp/decisionlog"
@@ -44,7 +43,7 @@ func TestDecisionLogHoldsNoSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := loadedEngine(t, Config{Bundles: []string{dir}, Logger: quiet, EvalTimeout: 5 * time.Second, MaxSessions: 10, MaxPending: 10, DecisionLog: dlog})
+	e := loadedEngine(t, Config{Bundles: []string{dir}, Logger: quiet, EvalTimeout: testkit.EvalTimeout, MaxSessions: 10, MaxPending: 10, DecisionLog: dlog})
 
 	secrets := map[string]string{ // what must not appear -> where it was planted
 		"sk-proj-Zq8xA1b2C3d4E5f6G7h8":                          "env OPENAI_KEY (shape sk-)",
@@ -141,7 +140,7 @@ func TestDecisionLogLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := loadedEngine(t, Config{Bundles: []string{dir}, EvalTimeout: time.Second, MaxSessions: 10, MaxPending: 10, DecisionLog: dlog})
+	e := loadedEngine(t, Config{Bundles: []string{dir}, EvalTimeout: testkit.EvalTimeout, MaxSessions: 10, MaxPending: 10, DecisionLog: dlog})
 	decide(t, e, "", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "rm", Env: map[string]string{"GITHUB_TOKEN": "ghp_x", "PATH": "/bin"},
 		Args: testkit.Struct(t, map[string]any{"path": "/x", "nested": map[string]any{"password": "hunter2"}})})
 	ask := decide(t, e, "", &pb.DecideRequest{AgentId: "a", SessionId: "s", ToolName: "bash"})
@@ -188,6 +187,9 @@ func TestDecisionLogLines(t *testing.T) {
 // loadedEngine is an engine built from c, with its bundles loaded.
 func loadedEngine(tb testing.TB, c Config) *Engine {
 	tb.Helper()
+	if c.EvalTimeout == 0 {
+		c.EvalTimeout = testkit.EvalTimeout
+	}
 	e, err := New(c)
 	if err != nil {
 		tb.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -30,7 +31,7 @@ type twins struct {
 	ids           map[int][2]string // decision ids by step: cached, plain
 }
 
-func newTwins(t *testing.T, paths ...string) *twins {
+func newTwins(t testing.TB, paths ...string) *twins {
 	t.Helper()
 	return &twins{
 		cached: loadedEngine(t, Config{Bundles: paths}),
@@ -82,7 +83,7 @@ func (tw *twins) reload(t *testing.T) {
 	}
 }
 
-func (tw *twins) hits(t *testing.T) float64 {
+func (tw *twins) hits(t testing.TB) float64 {
 	return testkit.CounterValue(t, tw.cached.memo.WithLabelValues("hit"))
 }
 
@@ -245,65 +246,107 @@ func runCorpusTwins(t *testing.T, file string) float64 {
 // TestDecisionCacheProperty compares cached and uncached answers over
 // generated calls: every tool family, agents known and not, call-site
 // policies, envs, paths through symlinks that change between calls, and
-// commands — on the default, the realistic and the guardrail-example bundles.
+// commands — on the default, the realistic and the guardrail-example
+// bundles. It checks a fixed number of calls from a fixed seed;
+// FuzzDecisionCache runs the same generator for as long as it is given,
+// which CI (.ci/run) does for a bounded time.
 func TestDecisionCacheProperty(t *testing.T) {
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{"src", "other", ".git"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	link := filepath.Join(root, "link")
-	n := 400
-	if testing.Short() {
-		n = 100
-	}
-	for name, paths := range map[string][]string{"default": nil, "realistic": {"../testdata/bench"}, "guardrail-examples": {"../testdata/guardrail-examples"}} {
+	root := cacheTree(t)
+	for name, paths := range cacheBundles {
 		t.Run(name, func(t *testing.T) {
 			tw := newTwins(t, paths...)
 			rng := rand.New(rand.NewPCG(1, uint64(len(name))))
-			pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
-			for i := range n {
-				// The file system changes under the cache: link points
-				// into scope, then out of it.
-				os.Remove(link)
-				if err := os.Symlink(filepath.Join(root, pick("src", "other", ".git")), link); err != nil {
-					t.Fatal(err)
-				}
-				req := &pb.DecideRequest{
-					AgentId:   pick("", "default", "agent3", "agent7", "nobody", "coder"),
-					SessionId: pick("", "s1", "s2"),
-					ToolName:  pick("Read", "Write", "Grep", "Glob", "Bash", "Exec", "WebFetch", "tool_7", "unlisted", "mcp__crm__export", "mcp__wiki__page", "local_shell"),
-					Server:    pick("", "", "", "wiki"),
-					Category:  pb.Category(rng.IntN(3)),
-				}
-				args := map[string]any{}
-				switch rng.IntN(4) {
-				case 0:
-					args["file_path"] = pick("src/a.go", root+"/link/x", root+"/other/.env", root+"/.git/config", "../etc/passwd", "/usr/lib/os-release")
-				case 1:
-					args["command"] = pick("ls -la", "cd src && go test ./... | tee out.txt", "rm -rf /", "git push0 origin", "danger3 now", "bash -c \"$X\"", "echo $(id)")
-				case 2:
-					args["pattern"] = pick("**/*.go", "/etc/*", ".env", "x")
-					args["glob"] = pick("*.env", "src/**")
-				}
-				req.Args = testkit.Struct(t, args)
-				if rng.IntN(2) == 0 {
-					req.Env = map[string]string{"PATH": "/usr/bin", pick("LD_PRELOAD", "HOME", "ld_preload", "GOFLAGS", "A B"): "v"}
-				}
-				if rng.IntN(3) == 0 {
-					req.ExecutionPolicy = &pb.ExecutionPolicy{Cwd: pick(root, root+"/link", ""),
-						Env:       &pb.EnvSpec{Mode: pick("allowlist", "denylist"), Names: []string{"PATH", "ld_preload"}, IncludeSafeEnvVars: rng.IntN(2) == 0},
-						ReadPaths: &pb.PathList{Paths: []string{root + "/src", root + "/link"}}}
-				}
-				tw.decide(t, i, req)
+			for i := range 100 {
+				tw.decide(t, i, cacheCall(t, rng, root))
 			}
 			if ok, _ := tw.cached.Snapshot().Memoizable(); ok && tw.hits(t) == 0 {
 				t.Error("the cache never answered: the comparison proved nothing")
 			}
 		})
 	}
+}
+
+// FuzzDecisionCache is TestDecisionCacheProperty's generator run from the
+// fuzzer's seeds: each input picks the bundles and a run of calls. The
+// engines of a bundle set are built when an input first picks it, so that
+// go test, which runs only the seeds (all on the default bundles), builds
+// one pair.
+func FuzzDecisionCache(f *testing.F) {
+	root := cacheTree(f)
+	names := []string{"default", "realistic", "guardrail-examples"}
+	var mu sync.Mutex
+	all := map[string]*twins{}
+	for i := range uint64(4) {
+		f.Add(i*uint64(len(names)), i*7919)
+	}
+	f.Fuzz(func(t *testing.T, pick, seed uint64) {
+		name := names[pick%uint64(len(names))]
+		mu.Lock()
+		tw, ok := all[name]
+		if !ok {
+			tw = newTwins(t, cacheBundles[name]...)
+			all[name] = tw
+		}
+		mu.Unlock()
+		rng := rand.New(rand.NewPCG(pick, seed))
+		for i := range 8 {
+			tw.decide(t, i, cacheCall(t, rng, root))
+		}
+	})
+}
+
+// cacheBundles are the bundle sets the cache is compared on.
+var cacheBundles = map[string][]string{"default": nil, "realistic": {"../testdata/bench"}, "guardrail-examples": {"../testdata/guardrail-examples"}}
+
+// cacheTree is the directory the generated calls name: src, other and
+// .git, and a link that cacheCall points at one of them.
+func cacheTree(tb testing.TB) string {
+	root, err := filepath.EvalSymlinks(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, d := range []string{"src", "other", ".git"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return root
+}
+
+// cacheCall is one generated call. The file system changes under the
+// cache first: root/link points into scope, then out of it.
+func cacheCall(tb testing.TB, rng *rand.Rand, root string) *pb.DecideRequest {
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	link := filepath.Join(root, "link")
+	os.Remove(link)
+	if err := os.Symlink(filepath.Join(root, pick("src", "other", ".git")), link); err != nil {
+		tb.Fatal(err)
+	}
+	req := &pb.DecideRequest{
+		AgentId:   pick("", "default", "agent3", "agent7", "nobody", "coder"),
+		SessionId: pick("", "s1", "s2"),
+		ToolName:  pick("Read", "Write", "Grep", "Glob", "Bash", "Exec", "WebFetch", "tool_7", "unlisted", "mcp__crm__export", "mcp__wiki__page", "local_shell"),
+		Server:    pick("", "", "", "wiki"),
+		Category:  pb.Category(rng.IntN(3)),
+	}
+	args := map[string]any{}
+	switch rng.IntN(4) {
+	case 0:
+		args["file_path"] = pick("src/a.go", root+"/link/x", root+"/other/.env", root+"/.git/config", "../etc/passwd", "/usr/lib/os-release")
+	case 1:
+		args["command"] = pick("ls -la", "cd src && go test ./... | tee out.txt", "rm -rf /", "git push0 origin", "danger3 now", "bash -c \"$X\"", "echo $(id)")
+	case 2:
+		args["pattern"] = pick("**/*.go", "/etc/*", ".env", "x")
+		args["glob"] = pick("*.env", "src/**")
+	}
+	req.Args = testkit.Struct(tb, args)
+	if rng.IntN(2) == 0 {
+		req.Env = map[string]string{"PATH": "/usr/bin", pick("LD_PRELOAD", "HOME", "ld_preload", "GOFLAGS", "A B"): "v"}
+	}
+	if rng.IntN(3) == 0 {
+		req.ExecutionPolicy = &pb.ExecutionPolicy{Cwd: pick(root, root+"/link", ""),
+			Env:       &pb.EnvSpec{Mode: pick("allowlist", "denylist"), Names: []string{"PATH", "ld_preload"}, IncludeSafeEnvVars: rng.IntN(2) == 0},
+			ReadPaths: &pb.PathList{Paths: []string{root + "/src", root + "/link"}}}
+	}
+	return req
 }

@@ -18,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -34,7 +35,7 @@ func startTraced(t *testing.T) (pb.DecisionServiceClient, *grpc.ClientConn, *tra
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	engine, err := pdp.New(pdp.Config{Logger: log, Registerer: reg, EvalTimeout: 5 * time.Second})
+	engine, err := pdp.New(pdp.Config{Logger: log, Registerer: reg, EvalTimeout: testkit.EvalTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -322,9 +322,6 @@ func TestBundleServerFailuresAreSurfaced(t *testing.T) {
 		if after := s.metric(t, `toolpdp_bundle_reloads_total{result="rejected"}`); after <= before {
 			t.Errorf("%s: rejected counter %v → %v", c.name, before, after)
 		}
-		if c.name == "stalled body" && took > 1*time.Second+2*time.Second {
-			t.Errorf("the stall took %s to show, past the 1s deadline and a poll", took)
-		}
 		t.Logf("%s: in Status after %s", c.name, took.Round(10*time.Millisecond))
 	}
 	// After the failures, the next valid revision loads; a new ETag at each

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/toolpdp/toolpdp/pdp/decisiontest"
-	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
+	"github.com/toolpdp/toolpdp/pdp/decisionrun"
+	"github.com/toolpdp/toolpdp/pdp/localserver"
 )
 
 // decisionTests runs every *.decisions.json and *.decisions.yaml file in
@@ -23,14 +23,14 @@ func decisionTests(ctx context.Context, c testConfig, paths []string, stdout io.
 		if info, err := os.Stat(p); err != nil || !info.IsDir() {
 			continue // a tarball's decision tests are run from its source directory
 		}
-		found, err := decisiontest.Find(p)
+		found, err := decisionrun.Find(p)
 		if err != nil {
 			return 0, 0, err
 		}
 		files = append(files, found...)
 	}
 	for _, file := range files {
-		f, err := decisiontest.Read(file)
+		f, err := decisionrun.Read(file)
 		if err != nil {
 			return 0, 0, err // unreadable: the run cannot mean anything
 		}
@@ -46,7 +46,7 @@ func decisionTests(ctx context.Context, c testConfig, paths []string, stdout io.
 			}
 		}
 		if len(f.Agents) > 0 {
-			fileFailed(decisiontest.ErrNoAgents)
+			fileFailed(decisionrun.ErrNoAgents)
 			continue
 		}
 		res, err := runDecisionFile(ctx, paths, f)
@@ -54,7 +54,7 @@ func decisionTests(ctx context.Context, c testConfig, paths []string, stdout io.
 			fileFailed(err)
 			continue
 		}
-		failed := map[int][]decisiontest.Failure{}
+		failed := map[int][]decisionrun.Failure{}
 		for _, fl := range res.Failures {
 			failed[fl.Step] = append(failed[fl.Step], fl)
 			if c.records == nil {
@@ -86,26 +86,26 @@ func decisionTests(ctx context.Context, c testConfig, paths []string, stdout io.
 }
 
 // runDecisionFile runs f against a server of the bundles at paths, in
-// process: the engine and gRPC service serve builds (grpcapitest), over a
+// process: the engine and gRPC service serve builds (localserver), over a
 // unix socket, with the file's tree under a fresh $ROOT.
-func runDecisionFile(ctx context.Context, paths []string, f *decisiontest.File) (decisiontest.Result, error) {
+func runDecisionFile(ctx context.Context, paths []string, f *decisionrun.File) (decisionrun.Result, error) {
 	root, err := os.MkdirTemp("", "toolpdp-decisions-")
 	if err != nil {
-		return decisiontest.Result{}, err
+		return decisionrun.Result{}, err
 	}
 	defer os.RemoveAll(root)
 	if root, err = filepath.EvalSymlinks(root); err != nil {
-		return decisiontest.Result{}, err
+		return decisionrun.Result{}, err
 	}
-	if err := decisiontest.MakeTree(f, root); err != nil {
-		return decisiontest.Result{}, err
+	if err := decisionrun.MakeTree(f, root); err != nil {
+		return decisionrun.Result{}, err
 	}
-	srv, err := grpcapitest.Start(grpcapitest.Options{Bundles: paths, Unix: true})
+	srv, err := localserver.Start(localserver.Options{Bundles: paths, Unix: true})
 	if err != nil {
-		return decisiontest.Result{}, err
+		return decisionrun.Result{}, err
 	}
 	defer srv.Close()
-	res, err := decisiontest.Run(ctx, f, root, decisiontest.Target{Client: srv.Client})
+	res, err := decisionrun.Run(ctx, f, root, decisionrun.Target{Client: srv.Client})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return res, err
 	}

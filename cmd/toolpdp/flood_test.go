@@ -24,12 +24,16 @@ import (
 
 // The flood tests drive a real server process with each hostile request
 // shape and check that it stays under the memory limit the shipped
-// Kubernetes manifest gives it, and still answers a plain Decide quickly.
+// Kubernetes manifest gives it, and still answers a plain Decide after.
+// A flood is a number of calls, not a length of time: on a loaded machine
+// it takes longer, it does not become a smaller flood, and nothing is
+// asserted about how fast calls are answered — a deadline only stops a
+// hung server.
 //
 // Knobs, for measuring rather than testing:
 //
 //	TOOLPDP_FLOOD_BINARY=/path/to/toolpdp  flood that binary instead (only report, assert nothing)
-//	TOOLPDP_FLOOD_SECONDS=10               flood each shape this long (default 2)
+//	TOOLPDP_FLOOD_SCALE=5                  send five times each shape's calls (default 1)
 //	TOOLPDP_FLOOD_CEILING_MB=3072          kill the server past this RSS (default 3072), to keep the machine alive
 //
 // e.g. peak RSS of an older build:
@@ -43,6 +47,7 @@ type floodShape struct {
 	args    []string                  // extra serve flags
 	prepare func(t *testing.T) string // builds files the requests name; returns a directory
 	request func(dir string, i int) *pb.DecideRequest
+	calls   int           // the flood's size
 	timeout time.Duration // each call's deadline
 	after   func(t *testing.T, f *flood)
 	wantErr codes.Code // the code every flood call must get; OK when it must succeed
@@ -73,9 +78,9 @@ func TestFlood(t *testing.T) {
 	if bin == "" {
 		bin, report = binary(t), false
 	}
-	seconds := 2.0
-	if s := os.Getenv("TOOLPDP_FLOOD_SECONDS"); s != "" {
-		seconds, _ = strconv.ParseFloat(s, 64)
+	scale := 1
+	if s := os.Getenv("TOOLPDP_FLOOD_SCALE"); s != "" {
+		scale, _ = strconv.Atoi(s)
 	}
 	ceiling := int64(3072) << 20
 	if s := os.Getenv("TOOLPDP_FLOOD_CEILING_MB"); s != "" {
@@ -84,7 +89,7 @@ func TestFlood(t *testing.T) {
 	}
 	for _, shape := range floodShapes() {
 		t.Run(shape.name, func(t *testing.T) {
-			f, stop := runFlood(t, bin, shape, time.Duration(seconds*float64(time.Second)), ceiling)
+			f, stop := runFlood(t, bin, shape, shape.calls*scale, ceiling)
 			f.report = report
 			if shape.after != nil && !f.killed.Load() {
 				shape.after(t, f)
@@ -102,7 +107,7 @@ func TestFlood(t *testing.T) {
 			if shape.wantErr != codes.OK && f.count(codes.OK) > 0 {
 				t.Errorf("%d calls succeeded; want every one %s", f.count(codes.OK), shape.wantErr)
 			}
-			f.plainDecideIsQuick(t)
+			f.plainDecideAnswers(t)
 		})
 	}
 }
@@ -122,6 +127,7 @@ func floodShapes() []floodShape {
 				return &pb.DecideRequest{SessionId: fmt.Sprintf("s%d", i), ToolName: "Bash",
 					Args: mustStruct(map[string]any{"command": "git push '" + strings.Repeat("\x01", 60000) + "'"})}
 			},
+			calls:   16,
 			timeout: 5 * time.Second,
 			after: func(t *testing.T, f *flood) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -156,6 +162,7 @@ func floodShapes() []floodShape {
 			request: func(_ string, i int) *pb.DecideRequest {
 				return &pb.DecideRequest{SessionId: fmt.Sprintf("s%d", i%100), ToolName: "Read", Args: bigArgs}
 			},
+			calls:   16,
 			timeout: 10 * time.Second,
 		},
 		{
@@ -165,6 +172,7 @@ func floodShapes() []floodShape {
 			request: func(_ string, i int) *pb.DecideRequest {
 				return &pb.DecideRequest{ToolName: "Bash", Args: mustStruct(map[string]any{"command": nestedParens})}
 			},
+			calls:   16,
 			timeout: 5 * time.Second,
 		},
 		{
@@ -181,15 +189,28 @@ func floodShapes() []floodShape {
 				return &pb.DecideRequest{ToolName: "Read", Args: mustStruct(map[string]any{"file_path": filepath.Join(dir, "f")}),
 					ExecutionPolicy: &pb.ExecutionPolicy{ReadPaths: &pb.PathList{Paths: roots}}}
 			},
+			calls:   80,
 			timeout: 200 * time.Millisecond,
 			after: func(t *testing.T, f *flood) {
-				time.Sleep(200 * time.Millisecond)
-				before := f.cpuSeconds(t)
-				time.Sleep(time.Second)
-				spent := f.cpuSeconds(t) - before
-				t.Logf("CPU-seconds spent in the second after the flood: %.2f", spent)
-				if !f.report && spent > 0.3 {
-					t.Errorf("the server spent %.2f CPU-seconds in the second after the flood: work goes on after callers left", spent)
+				// The server goes idle: some second after the flood spends
+				// under 0.3 CPU-seconds. Waited for, not timed: a loaded
+				// machine may take longer to drain what was already running,
+				// and only work that never stops fails.
+				deadline := time.Now().Add(floodHangGuard)
+				for {
+					before := f.cpuSeconds(t)
+					time.Sleep(time.Second)
+					spent := f.cpuSeconds(t) - before
+					if spent <= 0.3 {
+						t.Logf("CPU-seconds spent in a second after the flood: %.2f", spent)
+						return
+					}
+					if time.Now().After(deadline) {
+						if !f.report {
+							t.Errorf("the server still spent %.2f CPU-seconds a second, %v after the flood: work goes on after callers left", spent, floodHangGuard)
+						}
+						return
+					}
 				}
 			},
 		},
@@ -206,6 +227,7 @@ func floodShapes() []floodShape {
 				return &pb.DecideRequest{ToolName: "Read", Args: mustStruct(map[string]any{"file_path": filepath.Join(dir, "f")}),
 					ExecutionPolicy: &pb.ExecutionPolicy{ReadPaths: &pb.PathList{Paths: roots}}}
 			},
+			calls:   16,
 			timeout: 3 * time.Second,
 			wantErr: codes.InvalidArgument,
 		},
@@ -216,6 +238,7 @@ func floodShapes() []floodShape {
 			request: func(_ string, i int) *pb.DecideRequest {
 				return &pb.DecideRequest{ToolName: "Read", Args: deepArgs}
 			},
+			calls:   16,
 			timeout: 5 * time.Second,
 			wantErr: codes.InvalidArgument,
 		},
@@ -264,8 +287,13 @@ func symlinkLoops(t *testing.T) string {
 	return dir
 }
 
-// runFlood starts a server and floods it for d; stop ends the RSS watch.
-func runFlood(t *testing.T, bin string, shape floodShape, d time.Duration, ceiling int64) (f *flood, stop func()) {
+// floodHangGuard bounds a flood and what waits on the server after it: only
+// a server that stopped answering takes this long.
+const floodHangGuard = 5 * time.Minute
+
+// runFlood starts a server and sends it calls calls; stop ends the RSS
+// watch.
+func runFlood(t *testing.T, bin string, shape floodShape, calls int, ceiling int64) (f *flood, stop func()) {
 	t.Helper()
 	dir := ""
 	if shape.prepare != nil {
@@ -301,13 +329,13 @@ func runFlood(t *testing.T, bin string, shape floodShape, d time.Duration, ceili
 		}
 	}()
 	client := pb.NewDecisionServiceClient(f.conn)
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(floodHangGuard)
 	var workers sync.WaitGroup
 	for w := range floodWorkers {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			for i := w; time.Now().Before(deadline) && !f.killed.Load(); i += floodWorkers {
+			for i := w; i < calls && time.Now().Before(deadline) && !f.killed.Load(); i += floodWorkers {
 				ctx, cancel := context.WithTimeout(context.Background(), shape.timeout)
 				_, err := client.Decide(ctx, shape.request(dir, i), grpc.MaxCallSendMsgSize(64<<20))
 				cancel()
@@ -318,6 +346,9 @@ func runFlood(t *testing.T, bin string, shape floodShape, d time.Duration, ceili
 		}()
 	}
 	workers.Wait()
+	if n := f.sent.Load(); n < int64(calls) && !f.killed.Load() {
+		t.Fatalf("%d of %d calls sent in %v: the server hangs\n%s", n, calls, floodHangGuard, f.p.stderr.String())
+	}
 	return f, func() { close(done); watch.Wait() }
 }
 
@@ -373,24 +404,37 @@ func (f *flood) codeSummary() string {
 	return strings.Join(parts, " ")
 }
 
-// plainDecideIsQuick: after the flood a plain Read is answered within
-// three seconds — on two cores under -race beside other work, a second is
-// what an idle machine gives; a wedged server (CPU still spent on the
-// flood, a lock held) takes longer or never answers.
-func (f *flood) plainDecideIsQuick(t *testing.T) {
+// plainDecideAnswers: after the flood a plain Read is allowed. How long it
+// took is logged, not asserted — a loaded machine answers late — and the
+// deadline is a hang guard: a wedged server (a lock held, a queue never
+// drained) never answers.
+func (f *flood) plainDecideAnswers(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	plainDecideAnswers(t, f.conn, f.p)
+}
+
+// plainDecideAnswers: a plain Read on conn is allowed before the hang
+// guard. RESOURCE_EXHAUSTED says "try again" — the calls the flood's
+// callers gave up on may still hold the server's receive budget for a
+// moment — and is tried again, as a client would; any other answer fails.
+func plainDecideAnswers(t *testing.T, conn *grpc.ClientConn, p *process) {
+	t.Helper()
 	start := time.Now()
-	resp, err := pb.NewDecisionServiceClient(f.conn).Decide(ctx, &pb.DecideRequest{ToolName: "Read"})
-	took := time.Since(start)
-	if err != nil || resp.Decision != pb.Decision_DECISION_ALLOW {
-		t.Fatalf("a plain Read after the flood: %v %v\n%s", resp, err, f.p.stderr.String())
+	deadline := start.Add(floodHangGuard)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.EvalTimeout)
+		resp, err := pb.NewDecisionServiceClient(conn).Decide(ctx, &pb.DecideRequest{ToolName: "Read"})
+		cancel()
+		if grpcstatus.Code(err) == codes.ResourceExhausted && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if err != nil || resp.Decision != pb.Decision_DECISION_ALLOW {
+			t.Fatalf("a plain Read after the flood: %v %v\n%s", resp, err, p.stderr.String())
+		}
+		t.Logf("a plain Read after the flood: allowed %v after it was first tried", time.Since(start).Round(time.Microsecond))
+		return
 	}
-	if took > 3*time.Second {
-		t.Errorf("a plain Read after the flood took %v", took)
-	}
-	t.Logf("a plain Read after the flood: %v", took.Round(time.Microsecond))
 }
 
 // manifestEnv is the environment the shipped Deployment gives the sidecar.

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -37,7 +36,7 @@ func TestReplayFindsExactlyTheFlips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := pdp.New(pdp.Config{Bundles: []string{current}, Logger: quiet, EvalTimeout: time.Second, MaxSessions: 10, MaxPending: 10, DecisionLog: dlog})
+	e, err := pdp.New(pdp.Config{Bundles: []string{current}, Logger: quiet, EvalTimeout: testkit.EvalTimeout, MaxSessions: 10, MaxPending: 10, DecisionLog: dlog})
 	if err != nil {
 		t.Fatal(err)
 	}

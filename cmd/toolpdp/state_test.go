@@ -236,10 +236,11 @@ func TestRedisReplicasShareState(t *testing.T) {
 		if got.resp == nil || got.resp.State != pb.AskState_ASK_STATE_ANSWERED || got.resp.Decision != pb.Decision_DECISION_ALLOW {
 			t.Fatalf("a's waiter learnt %v", got.resp)
 		}
-		if took := got.at.Sub(confirmed); took > time.Second {
-			t.Fatalf("a's waiter woke %v after b's Confirm, want within 1s", took)
-		}
-	case <-time.After(5 * time.Second):
+		// Answered within its wait of 30s: woken by b's Confirm, not by
+		// the end of the wait (which would say PENDING). How soon is
+		// logged; a loaded machine wakes it late.
+		t.Logf("a's waiter woke %v after b's Confirm", got.at.Sub(confirmed))
+	case <-time.After(45 * time.Second):
 		t.Fatal("a's waiter never woke")
 	}
 	if _, err := a.approver.Confirm(context.Background(), &pb.ConfirmRequest{DecisionId: ask.DecisionId, Result: "deny"}); err == nil {
@@ -300,21 +301,23 @@ func TestStateFromEnvironment(t *testing.T) {
 	}
 }
 
-// A flood of new session ids cannot clear a halt: 134,000 calls under
-// fresh ids (67 times the bound of 2,000 sessions) leave the halted
-// session halted; a flood of sessions that halt fills only its own agent's
-// share, whose new sessions are then refused, while another agent's start.
-// The flood stops after 134,000 calls or 90 seconds, whichever comes first.
+// A flood of new session ids cannot clear a halt: 20,100 calls under
+// fresh ids (67 times the bound of 300 sessions) leave the halted session
+// halted; a flood of sessions that halt fills only its own agent's share,
+// whose new sessions are then refused, while another agent's start. The
+// flood is every one of its calls however long a loaded machine takes; it
+// stops early only when a call fails (a hung server's calls time out).
 func TestFloodOfNewSessionsKeepsHalts(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a flood of 134,000 calls")
+		t.Skip("a flood of 20,100 calls")
 	}
 	dir := t.TempDir()
 	bundle := filepath.Join(dir, "bundle")
 	writeStateBundle(t, bundle, `{"a": {"tools": [{"type": "agent_toolset", "configs": [{"name": "rm", "enabled": false}]}], "max_consecutive_denials": 3},
 		"h": {"tools": [{"type": "agent_toolset", "configs": [{"name": "rm", "enabled": false}]}], "max_consecutive_denials": 1},
 		"b": {"tools": [{"type": "agent_toolset"}]}}`, "v1")
-	r := startReplica(t, dir, bundle, "memory", "--max-sessions", "2000")
+	const bound = 300
+	r := startReplica(t, dir, bundle, "memory", "--max-sessions", fmt.Sprint(bound))
 	decide := func(agent, session, tool string) (*pb.DecideResponse, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -325,16 +328,15 @@ func TestFloodOfNewSessionsKeepsHalts(t *testing.T) {
 			t.Fatalf("denial %d: %v %v", i+1, resp, err)
 		}
 	}
-	const calls = 134_000
+	const calls = 67 * bound
 	var sent, failed atomic.Int64
 	var firstErr atomic.Value
-	deadline := time.Now().Add(90 * time.Second)
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; i < calls && time.Now().Before(deadline); i += 8 {
+			for i := w; i < calls && failed.Load() == 0; i += 8 {
 				start := time.Now()
 				if _, err := decide("a", fmt.Sprint("fresh-", i), "Read"); err != nil {
 					failed.Add(1)
@@ -345,8 +347,8 @@ func TestFloodOfNewSessionsKeepsHalts(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := sent.Load(); n < 20_000 || failed.Load() > 0 {
-		t.Fatalf("%d calls sent, %d failed (first: %v): too few to flood the bound ten times\n%s", n, failed.Load(), firstErr.Load(), r.p.stderr.String())
+	if n := sent.Load(); n < calls || failed.Load() > 0 {
+		t.Fatalf("%d of %d calls sent, %d failed (first: %v)\n%s", n, calls, failed.Load(), firstErr.Load(), r.p.stderr.String())
 	}
 	t.Logf("%d calls under fresh session ids", sent.Load())
 	resp, err := decide("a", "halted", "rm")
@@ -354,10 +356,10 @@ func TestFloodOfNewSessionsKeepsHalts(t *testing.T) {
 		t.Fatalf("the halted session after the flood: %v %v, want a deny with halt", resp, err)
 	}
 
-	// Agent h's flood of sessions that halt: its share (1,000, half of
-	// the bound) fills with halted sessions, then its new ones are refused.
+	// Agent h's flood of sessions that halt: its share (half of the
+	// bound) fills with halted sessions, then its new ones are refused.
 	refused := 0
-	for i := range 1500 {
+	for i := range bound * 3 / 4 {
 		resp, err := decide("h", fmt.Sprint("h-", i), "rm")
 		if err != nil {
 			t.Fatal(err)
@@ -366,8 +368,8 @@ func TestFloodOfNewSessionsKeepsHalts(t *testing.T) {
 			refused++
 		}
 	}
-	if refused != 500 {
-		t.Fatalf("%d of agent h's 1,500 halting sessions refused, want the 500 past its share of 1,000", refused)
+	if refused != bound/4 {
+		t.Fatalf("%d of agent h's %d halting sessions refused, want the %d past its share of %d", refused, bound*3/4, bound/4, bound/2)
 	}
 	if resp, err := decide("b", "another agent", "Read"); err != nil || resp.Decision != pb.Decision_DECISION_ALLOW {
 		t.Fatalf("another agent's new session after agent h filled its share: %v %v", resp, err)

@@ -13,11 +13,23 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolpdp/toolpdp/pdp/decisionrun"
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
+
+// EvalTimeout is the bound on one evaluation for every server a test
+// starts, in process or as the built binary. The shipped 100ms is a
+// production bound; on two loaded cores under the race detector a plain
+// allow can take longer, and the fail-closed deny it would turn into is
+// not what any test is about. Only a real hang should fail a test, so the
+// bound is generous; a test of the timeout itself sets its own.
+const EvalTimeout = 30 * time.Second
 
 // SessionAgents is an agent "a" with a disabled tool (rm), an asking one
 // (bash) and a cap of 3 consecutive denials.
@@ -130,4 +142,21 @@ func Tarball(t testing.TB, files map[string]string) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// ReplayOrSkip is decisionrun.Replay of the file at path under a temporary
+// directory, for a test or benchmark: skipped when the file cannot be read
+// (a trace kept outside the repository may be absent), failed on any other
+// error.
+func ReplayOrSkip(tb testing.TB, path string) (bundleDir string, reqs []*pb.DecideRequest) {
+	tb.Helper()
+	f, err := decisionrun.Read(path)
+	if err != nil {
+		tb.Skip(err)
+	}
+	bundleDir, reqs, err = decisionrun.Replay(f, tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bundleDir, reqs
 }

@@ -55,7 +55,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s, err := server.New(ctx, server.Config{Listen: []string{"unix://" + sock}, ConsoleListen: []string{"127.0.0.1:0"},
-		ApproverTokens: []string{filepath.Join(tokDir, "alice.token")}, Engine: pdp.Config{Bundles: []string{dir}}})
+		ApproverTokens: []string{filepath.Join(tokDir, "alice.token")}, Engine: pdp.Config{Bundles: []string{dir}, EvalTimeout: testkit.EvalTimeout}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/toolpdp/toolpdp/internal/testkit"
-	"github.com/toolpdp/toolpdp/pdp/decisiontest"
+	"github.com/toolpdp/toolpdp/pdp/decisionrun"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -52,9 +52,9 @@ func TestConformance(t *testing.T) {
 
 // runConformance runs one corpus file against a fresh server whose bundle
 // holds the file's agents; reload_agents rewrites that bundle on disk.
-func runConformance(t *testing.T, file string) decisiontest.Result {
+func runConformance(t *testing.T, file string) decisionrun.Result {
 	t.Helper()
-	c, err := decisiontest.Read(file)
+	c, err := decisionrun.Read(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,23 +62,23 @@ func runConformance(t *testing.T, file string) decisiontest.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := decisiontest.MakeTree(c, root); err != nil {
+	if err := decisionrun.MakeTree(c, root); err != nil {
 		t.Fatal(err)
 	}
 	bdir := t.TempDir()
 	rev := 1
-	writeAgentsBundle(t, bdir, decisiontest.Sub(mustJSON(t, c.Agents), root), fmt.Sprintf("r%d", rev))
+	writeAgentsBundle(t, bdir, decisionrun.Sub(mustJSON(t, c.Agents), root), fmt.Sprintf("r%d", rev))
 	ts := startServer(t, grpcapitest.Options{Bundles: []string{bdir}, Watch: true})
-	target := decisiontest.Target{Client: ts.Client, ReloadAgents: func(_ context.Context, agents []byte) error {
+	target := decisionrun.Target{Client: ts.Client, ReloadAgents: func(_ context.Context, agents []byte) error {
 		rev++
 		want := fmt.Sprintf("r%d", rev)
 		writeAgentsBundle(t, bdir, agents, want)
-		eventually(t, 10*time.Second, "reload to "+want, func() bool {
+		eventually(t, time.Minute, "reload to "+want, func() bool {
 			return ts.Decide(t, &pb.DecideRequest{AgentId: "__probe__", ToolName: "Read"}).PolicyRevision == "library-0.1.0,"+want
 		})
 		return nil
 	}}
-	res, err := decisiontest.Run(context.Background(), c, root, target)
+	res, err := decisionrun.Run(context.Background(), c, root, target)
 	if err != nil {
 		t.Fatal(err)
 	}

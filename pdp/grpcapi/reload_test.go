@@ -31,6 +31,7 @@ import (
 	"github.com/toolpdp/toolpdp/pdp"
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
+	"github.com/toolpdp/toolpdp/pdp/localserver"
 	"github.com/toolpdp/toolpdp/pdp/policy"
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
@@ -250,9 +251,13 @@ func TestReplacedTarballIsPickedUp(t *testing.T) {
 	eventually(t, 10*time.Second, "t2 serving", func() bool { return ts.Revision(t) == "library-0.1.0,t2" })
 }
 
-// Decisions from several goroutines while 100 reloads happen, a fifth of
-// them broken: no RPC fails, and every answer names a good revision.
+// Decisions from several goroutines while 25 reloads happen, a fifth of
+// them broken: no RPC fails, and every answer names a good revision. Each
+// reload compiles the whole library beside the callers, several seconds
+// under the race detector on a loaded machine: 25 interleave every kind of
+// swap with the calls as 100 did, at a quarter of the time.
 func TestDecisionsDuringReloads(t *testing.T) {
+	const reloads = 25
 	dir := testkit.WriteBundle(t, map[string]string{".manifest": testkit.Manifest("r0"), "agents/data.json": goodAgents})
 	ts := startServer(t, grpcapitest.Options{Bundles: []string{dir}})
 	good := sync.Map{}
@@ -278,7 +283,7 @@ func TestDecisionsDuringReloads(t *testing.T) {
 			}
 		}()
 	}
-	for i := 1; i <= 100; i++ {
+	for i := 1; i <= reloads; i++ {
 		rev := fmt.Sprintf("r%d", i)
 		agents := goodAgents
 		if i%5 == 0 {
@@ -302,10 +307,10 @@ func TestDecisionsDuringReloads(t *testing.T) {
 		t.Errorf("answer from a bad revision or with a wrong decision: %v", k)
 		return true
 	})
-	if ok, rejected := ts.Reloads(t, "ok"), ts.Reloads(t, "rejected"); ok != 81 || rejected != 20 {
-		t.Fatalf("reloads ok=%v rejected=%v, want 81 (with the first) and 20", ok, rejected)
+	if ok, rejected := ts.Reloads(t, "ok"), ts.Reloads(t, "rejected"); ok != reloads*4/5+1 || rejected != reloads/5 {
+		t.Fatalf("reloads ok=%v rejected=%v, want %d (with the first) and %d", ok, rejected, reloads*4/5+1, reloads/5)
 	}
-	t.Logf("%d decisions during 100 reloads", calls.Load())
+	t.Logf("%d decisions during %d reloads", calls.Load(), reloads)
 }
 
 // A bundle served by an OPA-protocol bundle server, polled with ETags.
@@ -371,7 +376,7 @@ func TestRemoteBundleServerWithoutETag(t *testing.T) {
 	if n := ts.Reloads(t, "ok"); n != 1 {
 		t.Errorf("%v loads of an unchanged bundle, want 1", n)
 	}
-	for _, c := range []*grpcapitest.Server{ts, {Registry: reg}} {
+	for _, c := range []*grpcapitest.Server{ts, {Server: &localserver.Server{Registry: reg}}} {
 		if n := c.Reloads(t, "rejected"); n != 0 {
 			t.Errorf("%v rejections counted before the first download, want 0", n)
 		}

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/toolpdp/toolpdp/pdp/decisiontest"
+	"github.com/toolpdp/toolpdp/internal/testkit"
 	"github.com/toolpdp/toolpdp/pdp/grpcapi/grpcapitest"
 )
 
@@ -15,7 +15,7 @@ import (
 // socket, 8 calls in flight, each iteration one Decide; a fresh server per
 // pass of the trace (as the trace harness starts a fresh process).
 func BenchmarkGRPCTrace(b *testing.B) {
-	bdir, reqs := decisiontest.ReplayOrSkip(b, "../../../shared/traces/agent-sessions.json")
+	bdir, reqs := testkit.ReplayOrSkip(b, "../../../shared/traces/agent-sessions.json")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for done := 0; done < b.N; done += len(reqs) {

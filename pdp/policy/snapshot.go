@@ -605,19 +605,20 @@ func libraryTables(bs []*bundles.Bundle) (libTables, error) {
 		if !ok {
 			continue
 		}
+		file := b.DataFileOf(bundles.LibraryRoot, "tables")
+		obj, ok := raw.(map[string]any)
+		if !ok {
+			return libTables{}, fmt.Errorf("%s: toolpdp.tables: not an object", file)
+		}
+		if unknown := unknownTableKeys(obj); len(unknown) > 0 {
+			return libTables{}, fmt.Errorf("%s: %s", file, strings.Join(unknown, "\n  "+file+": "))
+		}
 		enc, err := json.Marshal(raw)
 		if err != nil {
 			return libTables{}, err
 		}
-		var t struct {
-			FileTools  map[string]fileTool `json:"file_tools"`
-			ShellTools map[string][]string `json:"shell_tools"`
-			Categories map[string]string   `json:"builtin_categories"`
-			Misnamed   map[string]string   `json:"guardrail_names_not_read"`
-			Custom     string              `json:"custom_tool_server"`
-		}
+		var t libraryTablesGo
 		shell := &envguard.Tables{}
-		file := b.DataFileOf(bundles.LibraryRoot, "tables")
 		if err := json.Unmarshal(enc, &t); err != nil {
 			return libTables{}, fmt.Errorf("%s: toolpdp.tables: %w", file, err)
 		}

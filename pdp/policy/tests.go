@@ -9,9 +9,9 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/storage"
-	"github.com/open-policy-agent/opa/v1/tester"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
+	"github.com/toolpdp/toolpdp/internal/regorun"
 	"github.com/toolpdp/toolpdp/pdp/bundles"
 )
 
@@ -42,7 +42,7 @@ func TestBundles(ctx context.Context, snap *Snapshot, bs []*bundles.Bundle, trac
 // RunBundleTests runs the _test.rego tests of the user bundles against the
 // whole snapshot (the library's own tests are run by toolpdp's tests, not at
 // every reload). tracer, when not nil, collects coverage.
-func RunBundleTests(ctx context.Context, snap *Snapshot, bs []*bundles.Bundle, tracer topdown.QueryTracer, timeout time.Duration) ([]*tester.Result, error) {
+func RunBundleTests(ctx context.Context, snap *Snapshot, bs []*bundles.Bundle, tracer topdown.QueryTracer, timeout time.Duration) ([]*regorun.Result, error) {
 	var pkgs []string
 	for _, b := range bs {
 		if !b.IsUser() {
@@ -62,13 +62,13 @@ func RunBundleTests(ctx context.Context, snap *Snapshot, bs []*bundles.Bundle, t
 
 // RunTests runs the test rules of modules whose full name matches filter
 // (all when ""), with the sandboxed builtins. tracer may be nil.
-func RunTests(ctx context.Context, modules map[string]*ast.Module, store storage.Store, filter string, tracer topdown.QueryTracer, timeout time.Duration) ([]*tester.Result, error) {
+func RunTests(ctx context.Context, modules map[string]*ast.Module, store storage.Store, filter string, tracer topdown.QueryTracer, timeout time.Duration) ([]*regorun.Result, error) {
 	txn, err := store.NewTransaction(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer store.Abort(ctx, txn)
-	runner := tester.NewRunner().
+	runner := regorun.NewRunner().
 		SetCompiler(ast.NewCompiler().WithCapabilities(sandbox())).
 		SetStore(store).
 		SetModules(modules).
@@ -85,14 +85,14 @@ func RunTests(ctx context.Context, modules map[string]*ast.Module, store storage
 	if err != nil {
 		return nil, err
 	}
-	var out []*tester.Result
+	var out []*regorun.Result
 	for r := range ch {
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-func describeResult(r *tester.Result) string {
+func describeResult(r *regorun.Result) string {
 	where := ""
 	if r.Location != nil {
 		where = fmt.Sprintf("%s:%d: ", r.Location.File, r.Location.Row)

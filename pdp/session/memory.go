@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/toolpdp/toolpdp/pdp/policy"
 )
 
 // Memory is the store of a bare serve: everything in this process, gone
@@ -50,7 +48,7 @@ func (m *Memory) PinBody(_ context.Context, digest [sha256.Size]byte) ([]byte, e
 }
 
 func (m *Memory) Decided(_ context.Context, c *Call, now time.Time) (bool, error) {
-	halt := m.sessions.Record(c.Key(), policy.EffectName(c.countedAs(c.Decision)), c.MaxDenials, now)
+	halt := m.sessions.Record(c.Key(), c.countedAs(c.Decision), c.MaxDenials, now)
 	m.pending.Add(c)
 	return halt, nil
 }
@@ -77,7 +75,7 @@ func (m *Memory) Get(_ context.Context, id, workspace string, now time.Time) (Ca
 func (m *Memory) Answer(_ context.Context, id, workspace string, answer func(*Call), now time.Time) (*Call, Lookup, bool, error) {
 	c, found, answered := m.pending.Answer(id, workspace, func(c *Call) {
 		answer(c)
-		c.Halt = m.sessions.Record(c.Key(), policy.EffectName(c.countedAs(c.Answer)), c.MaxDenials, now)
+		c.Halt = m.sessions.Record(c.Key(), c.countedAs(c.Answer), c.MaxDenials, now)
 	}, now)
 	return copyCall(c), found, answered, nil
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
 )
 
 // Key identifies a session: the same session id under another agent is
@@ -248,7 +250,8 @@ func (s *Sessions) Pin(k Key, current *Pin, now time.Time) Begun {
 // answer) and reports whether it is at its consecutive cap: a deny adds
 // one; an allow resets the count of a session that has never reported a
 // result (clients that do not report keep working); an ask changes nothing.
-func (s *Sessions) Record(k Key, effect string, max int, now time.Time) (halt bool) {
+// Any other decision counts as a deny, as it is answered.
+func (s *Sessions) Record(k Key, d pb.Decision, max int, now time.Time) (halt bool) {
 	if k.Session == "" {
 		return false
 	}
@@ -258,14 +261,15 @@ func (s *Sessions) Record(k Key, effect string, max int, now time.Time) (halt bo
 	if ss == nil {
 		return false
 	}
-	switch effect {
-	case "deny":
-		ss.denials++
-		halt = ss.denials >= max
-	case "allow":
+	switch d {
+	case pb.Decision_DECISION_ALLOW:
 		if !ss.reported {
 			ss.denials = 0
 		}
+	case pb.Decision_DECISION_ASK:
+	default:
+		ss.denials++
+		halt = ss.denials >= max
 	}
 	s.setHalted(ss, ss.denials >= max)
 	s.note(ss)

@@ -1,4 +1,4 @@
-package decisiontest
+package decisionrun
 
 import (
 	"strings"

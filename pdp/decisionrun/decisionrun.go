@@ -1,11 +1,13 @@
-// Package decisiontest runs decision tests: files in the conformance
+// Package decisionrun runs decision tests: files in the conformance
 // corpus format that state what a policy must decide — a tree of files
 // to create, then steps of Decide, Confirm, ReportResult and
 // AwaitDecision with the answers expected. The project's conformance test
 // runs shared/conformance through it over a real gRPC server, and
 // `toolpdp test` runs a bundle's own *.decisions.json and *.decisions.yaml
-// files against the bundle.
-package decisiontest
+// files against the bundle. It is part of the release binary, so it links
+// nothing of Go's testing package; the tests' helpers around it live in
+// internal/testkit.
+package decisionrun
 
 import (
 	"bytes"
@@ -18,7 +20,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -485,20 +486,4 @@ func Replay(f *File, dir string) (bundleDir string, reqs []*pb.DecideRequest, er
 		reqs = append(reqs, &req)
 	}
 	return bundleDir, reqs, nil
-}
-
-// ReplayOrSkip is Replay of the file at path under a temporary directory,
-// for a test or benchmark: skipped when the file cannot be read (a trace
-// kept outside the repository may be absent), failed on any other error.
-func ReplayOrSkip(tb testing.TB, path string) (bundleDir string, reqs []*pb.DecideRequest) {
-	tb.Helper()
-	f, err := Read(path)
-	if err != nil {
-		tb.Skip(err)
-	}
-	bundleDir, reqs, err = Replay(f, tb.TempDir())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return bundleDir, reqs
 }
