@@ -64,9 +64,14 @@ func wordOf(src string, w *syntax.Word) word {
 	out.src = out.text
 	dynamic := false
 	syntax.Walk(w, func(n syntax.Node) bool {
-		switch n.(type) {
+		switch n := n.(type) {
 		case *syntax.ParamExp, *syntax.CmdSubst, *syntax.ArithmExp, *syntax.ProcSubst, *syntax.ExtGlob:
 			dynamic = true
+		case *syntax.SglQuoted:
+			// Escapes of $'…' that bash 5.2 decodes and the parser keeps
+			// as written ($'\x{63}url' is curl, $'\cA' a control
+			// character): what the word is, only bash knows.
+			dynamic = n.Dollar && (strings.Contains(n.Value, `\x{`) || strings.Contains(n.Value, `\c`))
 		}
 		return !dynamic
 	})
