@@ -108,15 +108,18 @@ func translateLit(b *strings.Builder, s string) bool {
 			b.WriteString("[^/]")
 			glob = true
 		case '[':
-			end := strings.IndexByte(s[i+1:], ']')
+			end := bracketEnd(s[i+1:])
 			if end < 0 {
 				b.WriteString(`\[`)
 				continue
 			}
 			class := s[i+1 : i+1+end]
-			if class == "" || class == "!" || class == "^" {
-				// "[]" or "[!]": the ] belongs to the class; too rare to model.
-				b.WriteString(".")
+			if class == "" || class == "!" || class == "^" || strings.Contains(class, "[=") || strings.Contains(class, "[.") {
+				// "[]" or "[!]" (the ] belongs to the class), and bash's
+				// equivalence classes and collating symbols ([[=e=]],
+				// [[.e.]]), which depend on the locale: any one character,
+				// so that every name they could match is judged.
+				b.WriteString("[^/]")
 			} else {
 				if class[0] == '!' {
 					class = "^" + class[1:]
@@ -135,6 +138,33 @@ func translateLit(b *strings.Builder, s string) bool {
 		}
 	}
 	return glob
+}
+
+// bracketEnd is the index in s (what follows a "[") of the "]" that ends
+// a bracket expression, as bash reads one: a "]" first (after any "!" or
+// "^") is a member, and so is every character of a [:class:], [=equiv=]
+// or [.collating.] inside it; -1 when none ends it.
+func bracketEnd(s string) int {
+	j := 0
+	if j < len(s) && (s[j] == '!' || s[j] == '^') {
+		j++
+	}
+	if j < len(s) && s[j] == ']' {
+		j++
+	}
+	for j < len(s) {
+		if s[j] == '[' && j+1 < len(s) && strings.IndexByte(":=.", s[j+1]) >= 0 {
+			if k := strings.Index(s[j+2:], string(s[j+1])+"]"); k >= 0 {
+				j += 2 + k + 2
+				continue
+			}
+		}
+		if s[j] == ']' {
+			return j
+		}
+		j++
+	}
+	return -1
 }
 
 // could reports whether w could become s at run time, and whether it is

@@ -20,12 +20,14 @@ package protectednames
 
 import (
 	"path"
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
+	"mvdan.cc/sh/v3/pattern"
 )
 
 // Key is the form under which file systems compare one path segment: two
@@ -251,13 +253,18 @@ func (s *Set) GlobCouldMatch(glob string, dotfiles bool) (string, bool) {
 			}
 			continue
 		}
-		pat := strings.ReplaceAll(globKey(seg), "[!", "[^")
+		key := globKey(seg)
+		match := pathMatcher(key)
+		if strings.Contains(key, "[:") || strings.Contains(key, "[=") || strings.Contains(key, "[.") {
+			// Bracket expressions holding POSIX classes ([[:alpha:]],
+			// [[=e=]], [[.e.]]), which path.Match reads as other characters.
+			match = bashMatcher(key)
+		}
 		for _, e := range s.names {
 			if len(e.keys) == 0 {
 				continue
 			}
-			last := e.keys[len(e.keys)-1]
-			if ok, err := path.Match(pat, last); ok || err != nil {
+			if match(e.keys[len(e.keys)-1]) {
 				return e.name, true
 			}
 		}
@@ -272,4 +279,43 @@ func globKey(seg string) string {
 		return fold(seg)
 	}
 	return Key(seg)
+}
+
+var posixClass = regexp.MustCompile(`\[:[A-Za-z]+:\]`)
+
+// pathMatcher matches a glob segment as path.Match does; a pattern it
+// cannot read matches everything (it is not proved to miss).
+func pathMatcher(glob string) func(string) bool {
+	pat := strings.ReplaceAll(glob, "[!", "[^")
+	return func(name string) bool {
+		ok, err := path.Match(pat, name)
+		return ok || err != nil
+	}
+}
+
+// bashMatcher matches a glob segment as bash does, POSIX classes
+// included; one whose classes cannot be read ([[=e=]], [[.e.]], which
+// depend on the locale) matches everything.
+func bashMatcher(glob string) func(string) bool {
+	// Keys are case-folded, class names with them; a class of one case
+	// ([:lower:], [:upper:], negated or not) says nothing of a folded
+	// name: it could be any.
+	caseClass := false
+	glob = posixClass.ReplaceAllStringFunc(glob, func(c string) string {
+		c = strings.ToLower(c)
+		caseClass = caseClass || c == "[:lower:]" || c == "[:upper:]"
+		return c
+	})
+	if caseClass {
+		return func(string) bool { return true }
+	}
+	expr, err := pattern.Regexp(glob, pattern.EntireString)
+	if err != nil {
+		return func(string) bool { return true }
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return func(string) bool { return true }
+	}
+	return re.MatchString
 }
