@@ -117,25 +117,123 @@ func (t *Tables) secrets(ctx context.Context, a *Analysis, secretName func(strin
 			out = append(out, v)
 		}
 	}
+	// A value as written (quotes, expansions) is masked by its literal
+	// parts: masking "$1" or a closing quote would hide what is no secret.
+	addWritten := func(v string) {
+		for _, run := range literalRuns(v) {
+			add(run)
+		}
+	}
 	for _, l := range a.Leaves {
 		for _, as := range l.Assigns {
 			if name, v, ok := strings.Cut(as, "="); ok && secretName != nil && secretName(name) {
-				add(v)
+				addWritten(v)
 			}
 		}
-		for _, e := range t.secretArgs(l.Name) {
-			// The words as bash reads them, and as written: a value
-			// written in parts (-p"pw"x) is masked as it appears.
-			e.values(l.Argv, secretName, add)
-			if len(l.Source) == len(l.Argv) {
-				e.values(l.Source, secretName, add)
+		entries := t.secretArgs(l.Name)
+		if len(entries) == 0 {
+			continue
+		}
+		// The words as bash reads them (a word known only at run time
+		// stands for no value), the variables the script sets to one
+		// literal read as it, and the words as written: a value written in
+		// parts (-p"pw"x) is masked as it appears.
+		exact, known := make([]string, len(l.Argv)), make([]string, len(l.Argv))
+		for i := range l.Argv {
+			exact[i], known[i] = l.Argv[i], l.Argv[i]
+			if i < len(l.words) && l.words[i].kind != literal {
+				exact[i] = unknownWord
+				if i < len(l.Known) && l.Known[i] != l.Argv[i] {
+					known[i] = l.Known[i]
+				} else {
+					known[i] = unknownWord
+				}
 			}
-			if len(l.Known) == len(l.Argv) {
-				e.values(l.Known, secretName, add)
+		}
+		for _, e := range entries {
+			e.values(exact, secretName, add)
+			e.values(known, secretName, add)
+			if len(l.Source) == len(l.Argv) {
+				e.values(l.Source, secretName, addWritten)
 			}
 		}
 	}
+	return dropUnknown(out)
+}
+
+// unknownWord stands for a word known only at run time: no option, and no
+// value to mask.
+const unknownWord = "\x00"
+
+func dropUnknown(list []string) []string {
+	out := list[:0]
+	for _, v := range list {
+		if !strings.Contains(v, unknownWord) {
+			out = append(out, v)
+		}
+	}
 	return out
+}
+
+// literalRuns are the parts of a word as written that are literal text:
+// what is left between quotes, backslashes and expansions ($NAME, ${…},
+// $(…), `…`).
+func literalRuns(w string) []string {
+	if !strings.ContainsAny(w, "\"'$`\\") {
+		return []string{w}
+	}
+	var runs []string
+	var cur strings.Builder
+	flush := func() {
+		if cur.Len() > 0 {
+			runs = append(runs, cur.String())
+			cur.Reset()
+		}
+	}
+	for i := 0; i < len(w); i++ {
+		switch c := w[i]; {
+		case c == '"' || c == '\'' || c == '\\':
+			flush()
+		case c == '`':
+			flush()
+			if j := strings.IndexByte(w[i+1:], '`'); j >= 0 {
+				i += j + 1
+			}
+		case c == '$' && i+1 < len(w) && (w[i+1] == '{' || w[i+1] == '('):
+			flush()
+			open, closing := w[i+1], byte('}')
+			if open == '(' {
+				closing = ')'
+			}
+			depth := 0
+			for i++; i < len(w); i++ {
+				if w[i] == open {
+					depth++
+				} else if w[i] == closing {
+					if depth--; depth == 0 {
+						break
+					}
+				}
+			}
+		case c == '$':
+			flush()
+			if i+1 < len(w) && strings.IndexByte("@*#?$!-0123456789", w[i+1]) >= 0 {
+				i++ // a special or positional parameter: one character
+				continue
+			}
+			for i+1 < len(w) && isNameByte(w[i+1]) {
+				i++
+			}
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	flush()
+	return runs
+}
+
+func isNameByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // secretArgs are the table's entries for a program, by name, alias or
@@ -215,6 +313,12 @@ func (s SecretArg) optionValue(w string, args []string, i int) (optValue, bool) 
 		return optValue{text: args[i+1], next: true}, true
 	case long && strings.HasPrefix(w, o+"="):
 		return optValue{text: w[len(o)+1:]}, true
+	case long && strings.HasPrefix(w, "--") && strings.Contains(w, "="):
+		// getopt_long takes an unambiguous prefix (mysql --passw=X).
+		name, v, _ := strings.Cut(w, "=")
+		if len(name) >= len("--")+4 && strings.HasPrefix(o, name) {
+			return optValue{text: v}, true
+		}
 	case !long && len(o) == 2 && !strings.HasPrefix(w, "--") && strings.HasPrefix(w, o) && len(w) > 2:
 		return optValue{text: w[2:]}, true
 	case !long && len(o) == 2 && !strings.HasPrefix(w, "--"):

@@ -56,6 +56,11 @@ func TestSecretsFoundInTheParsedCommand(t *testing.T) {
 		{`bash <<< 'redis-cli -a HereStr4 ping'`, []string{"HereStr4"}, nil},
 		{`sudo -u root mysql -pSudo5`, []string{"Sudo5"}, nil},
 		{`pw=VarPw6; mysql -p"$pw" db`, []string{"VarPw6"}, nil},
+		{`mysql -uroot -p"Parts7$HOME" db`, []string{"Parts7"}, []string{`"Parts7$HOME"`}},
+		{`curl -u "a:$1" https://x`, nil, nil},
+		{`mysql -uroot --passw=Abbrev8 db`, []string{"Abbrev8"}, nil},
+		{`mysql --password="a"'Quoted9' db`, []string{"Quoted9"}, nil},
+		{`rclone obscure Rclone10`, []string{"Rclone10"}, nil},
 		{`P=VarPw7 && curl -u "a:$P" https://x`, []string{"VarPw7"}, nil},
 	} {
 		a, err := tables.Analyze(context.Background(), c.cmd)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -220,6 +222,55 @@ func TestMaskingKeepsWhatIsNoSecret(t *testing.T) {
 	for _, cmd := range cmds {
 		if !strings.Contains(out.String(), strings.ReplaceAll(cmd, `"`, `\"`)) {
 			t.Errorf("%s: not logged as it is", cmd)
+		}
+	}
+}
+
+// TestCommandSecretsMaskedInConfirmations: a person's allow the policy in
+// force overrules quotes the command; the confirmation line masks its
+// secrets as the decision's did. Quoted and written-in-parts values too.
+func TestCommandSecretsMaskedInConfirmations(t *testing.T) {
+	files := map[string]string{
+		"agents/data.json":     `{"default": {"tools": [{"type": "agent_toolset", "default_config": {"permission_policy": {"type": "always_allow"}}}]}}`,
+		"guardrails/data.json": `{"ask_commands": ["mysql", "curl"]}`,
+	}
+	dir := testkit.WriteBundle(t, files)
+	e, dlog, out := loggedEngine(t, dir)
+	cmds := map[string]string{
+		"Overruled1x": `mysql -uroot -pOverruled1x db`,
+		"HomeParts2":  `mysql -uroot -p"HomeParts2$HOME" db`,
+		"Ansic3pw":    `curl -u $'a:Ansic3pw\t' https://x.example`,
+		"Abbrev4pw":   `mysql -uroot --passw=Abbrev4pw db`,
+	}
+	var asks []string
+	for _, cmd := range cmds {
+		resp := decide(t, e, "", &pb.DecideRequest{SessionId: "s", ToolName: "Bash", Args: testkit.Struct(t, map[string]any{"command": cmd})})
+		if resp.Decision != pb.Decision_DECISION_ASK {
+			t.Fatalf("%s: %v, want an ask", cmd, resp.Decision)
+		}
+		asks = append(asks, resp.DecisionId)
+	}
+	files["guardrails/data.json"] = `{"deny_commands": ["mysql", "curl"]}`
+	for p, c := range files {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Reload(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range asks {
+		if _, err := e.Confirm(context.Background(), "", "alice", &pb.ConfirmRequest{DecisionId: id, Result: "allow"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dlog.Close()
+	if !strings.Contains(out.String(), `"overruled"`) {
+		t.Fatalf("no overruled confirmation:\n%s", out.String())
+	}
+	for secret, cmd := range cmds {
+		if strings.Contains(out.String(), secret) {
+			t.Errorf("%s: the decision log holds %q", cmd, secret)
 		}
 	}
 }

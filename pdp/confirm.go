@@ -115,9 +115,19 @@ func (e *Engine) Confirm(ctx context.Context, ws, by string, req *pb.ConfirmRequ
 			e.log.Error("the state store failed; the approval is not remembered", "decision_id", got.DecisionID, "error", err.Error())
 		}
 	}
+	var asked pb.DecideRequest
+	_ = proto.Unmarshal(ask.Request, &asked) // written by Decide; what could not be read has no secrets to find
+	var secrets decisionlog.SecretFinder
+	if a := e.current.Load(); a != nil {
+		secrets = a.snap
+	}
 	e.dlog.Record(decisionlog.Entry{Kind: decisionlog.Confirmation, At: now, Confirm: req, Call: logCall(got), Halt: halt, Remembered: remembered,
-		AnsweredBy: by, Outcome: policy.EffectName(final.Decision), Overruled: overruled(answer, final)})
-	e.tell(AskEvent{Answered: true, Call: *got})
+		AnsweredBy: by, Outcome: policy.EffectName(final.Decision), Overruled: overruled(answer, final), Req: &asked, Secrets: secrets})
+	told := *got
+	if len(told.Request) == 0 { // what is shown of the answer is masked as the ask was
+		told.Request, told.Response = ask.Request, ask.Response
+	}
+	e.tell(AskEvent{Answered: true, Call: told})
 	e.answerSiblings(ctx, ws, by, req, siblings, final, now)
 	if final.Decision == pb.Decision_DECISION_ALLOW {
 		e.holdConfirmed(ctx, &ask, final, now)

@@ -2,6 +2,7 @@ package decisionlog
 
 import (
 	"sort"
+	"strconv"
 	"strings"
 
 	pb "github.com/toolpdp/toolpdp/proto/toolpdp/v1"
@@ -32,7 +33,8 @@ func (m nameMatcher) commandSecrets(f SecretFinder, req *pb.DecideRequest) []str
 	seen := map[string]bool{}
 	var out []string
 	for _, v := range f.CommandSecrets(req, m.masks) {
-		for _, s := range []string{v, backslashed(v), doubleQuoted(v)} {
+		quoted := strconv.Quote(v) // as a message quotes it (%q)
+		for _, s := range []string{v, backslashed(v), doubleQuoted(v), quoted[1 : len(quoted)-1]} {
 			if len(s) >= minSecretLen && !seen[s] {
 				seen[s] = true
 				out = append(out, s)

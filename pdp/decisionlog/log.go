@@ -410,12 +410,14 @@ func (d *Log) lines(e Entry) []map[string]any {
 	ts := e.At.UTC().Format(time.RFC3339Nano)
 	switch e.Kind {
 	case Confirmation:
-		return []map[string]any{d.maskEvent(map[string]any{
+		// The ask's request, when given, holds the command whose secrets
+		// an overruling message may quote.
+		return []map[string]any{d.maskEvent(maskSecrets(map[string]any{
 			"type": "tool.confirmation", "timestamp": ts, "decision_id": e.Call.DecisionID, "call_id": e.Call.CallID,
 			"agent_id": e.Call.AgentID, "session_id": e.Call.SessionID, "tool_name": e.Call.ToolName,
 			"result": e.Confirm.GetResult(), "deny_message": e.Confirm.GetDenyMessage(), "remember": e.Remembered, "halt": e.Halt,
 			"answered_by": e.AnsweredBy, "outcome": e.Outcome, "overruled": e.Overruled,
-		})}
+		}, d.names.commandSecrets(e.Secrets, e.Req)).(map[string]any))}
 	case StateReset:
 		return []map[string]any{d.maskEvent(map[string]any{
 			"type": "toolpdp.state_reset", "timestamp": ts, "accepted_by": e.AcceptedBy,
@@ -435,7 +437,7 @@ func (d *Log) lines(e Entry) []map[string]any {
 	secrets := d.names.commandSecrets(e.Secrets, e.Req)
 	decision := maskSecrets(map[string]any{
 		"type": "decision", "decision_id": e.Resp.GetDecisionId(), "timestamp": ts, "path": DecisionPath,
-		"input":   d.input(e.Req),
+		"input":   d.input(e.Req, secrets),
 		"result":  d.result(e.Resp),
 		"bundles": bundles,
 		"metrics": map[string]any{"timer_rego_query_eval_ns": e.EvalNs},
@@ -498,7 +500,7 @@ var logJSON = protojson.MarshalOptions{UseProtoNames: true}
 
 // input is the request as a JSON object, with the values of masked names
 // in args (at any depth) and env replaced.
-func (d *Log) input(req *pb.DecideRequest) any {
+func (d *Log) input(req *pb.DecideRequest, secrets []string) any {
 	// args go straight from the Struct: no JSON round trip for what may be
 	// a megabyte.
 	rest := proto.CloneOf(req)
@@ -510,7 +512,9 @@ func (d *Log) input(req *pb.DecideRequest) any {
 		}
 		for _, k := range []string{"args", "env"} {
 			if v, ok := obj[k]; ok {
-				obj[k] = d.names.maskValue(v, true)
+				// The command's secrets first: masking by name could cut
+				// one in two (--password="a"'b').
+				obj[k] = d.names.maskValue(maskSecrets(v, secrets), true)
 			}
 		}
 	}
@@ -560,9 +564,10 @@ func (d *Log) MaskedCall(req *pb.DecideRequest, resp *pb.DecideResponse, p Bundl
 	if d != nil {
 		names = d.names
 	}
-	in := (&Log{names: names}).input(req)
+	secrets := names.commandSecrets(f, req)
+	in := (&Log{names: names}).input(req, secrets)
 	line := maskSecrets(map[string]any{"type": "decision", "decision_id": resp.GetDecisionId(), "path": DecisionPath, "input": in,
-		"result": (&Log{names: names}).result(resp)}, names.commandSecrets(f, req)).(map[string]any)
+		"result": (&Log{names: names}).result(resp)}, secrets).(map[string]any)
 	if _, err := applyPolicy(p, line); err != nil {
 		return Redacted, Redacted
 	}
