@@ -42,6 +42,9 @@ type SecretArg struct {
 	// LastOperand: the last operand is secret (rabbitmqctl add_user USER
 	// PASSWORD, with its subcommand).
 	LastOperand bool `json:"last_operand,omitempty"`
+	// FirstOperand: the first operand holds the secret (with After, the
+	// part after it: sqlplus user/PASSWORD@db).
+	FirstOperand bool `json:"first_operand,omitempty"`
 }
 
 // WithSecretArguments is a copy of t whose secret_arguments are these,
@@ -66,20 +69,22 @@ func (t *Tables) ValidateSecretArguments() error {
 
 func (s SecretArg) validate() error {
 	kinds := 0
-	for _, set := range []bool{s.Option != "", s.OperandAfterName, s.LastOperandWith != "", s.LastOperand} {
+	for _, set := range []bool{s.Option != "", s.OperandAfterName, s.LastOperandWith != "", s.LastOperand, s.FirstOperand} {
 		if set {
 			kinds++
 		}
 	}
 	switch {
 	case kinds != 1:
-		return fmt.Errorf("want exactly one of option, operand_after_name, last_operand_with, last_operand")
-	case s.Option != "" && !strings.HasPrefix(s.Option, "-"):
-		return fmt.Errorf("option: %q is not an option (it starts with -)", s.Option)
+		return fmt.Errorf("want exactly one of option, operand_after_name, last_operand_with, last_operand, first_operand")
+	case s.Option != "" && !strings.HasPrefix(s.Option, "-") && !strings.HasPrefix(s.Option, "/"):
+		return fmt.Errorf("option: %q is not an option (it starts with - or /)", s.Option)
 	case s.LastOperandWith != "" && (len(s.LastOperandWith) != 2 || s.LastOperandWith[0] != '-' || s.LastOperandWith[1] == '-'):
 		return fmt.Errorf("last_operand_with: %q is not a short option like \"-b\"", s.LastOperandWith)
-	case s.Option == "" && (s.Attached || s.After != "" || s.Prefix != ""):
-		return fmt.Errorf("attached_only, after and prefix apply to an option's value only")
+	case s.Option == "" && (s.Attached || s.Prefix != ""):
+		return fmt.Errorf("attached_only and prefix apply to an option's value only")
+	case s.Option == "" && !s.FirstOperand && s.After != "":
+		return fmt.Errorf("after applies to an option's value or first_operand only")
 	case !s.OperandAfterName && len(s.Names) > 0:
 		return fmt.Errorf("names applies to operand_after_name only")
 	}
@@ -125,6 +130,12 @@ func (t *Tables) secrets(ctx context.Context, a *Analysis, secretName func(strin
 		}
 	}
 	for _, l := range a.Leaves {
+		if remote := sshRemoteCommand(l); remote != "" && depth < maxSecretScriptDepth {
+			// The command ssh runs on the remote host is a shell script.
+			if inner, err := t.Analyze(ctx, remote); err == nil {
+				out = append(out, t.secrets(ctx, inner, secretName, depth+1)...)
+			}
+		}
 		for _, as := range l.Assigns {
 			if name, v, ok := strings.Cut(as, "="); ok && secretName != nil && secretName(name) {
 				addWritten(v)
@@ -199,7 +210,19 @@ func literalRuns(w string) []string {
 			if j := strings.IndexByte(w[i+1:], '`'); j >= 0 {
 				i += j + 1
 			}
-		case c == '$' && i+1 < len(w) && (w[i+1] == '{' || w[i+1] == '('):
+		case c == '$' && i+1 < len(w) && w[i+1] == '{':
+			// ${NAME:-word} and its kin: the word may be the value.
+			flush()
+			end := strings.IndexByte(w[i:], '}')
+			if end < 0 {
+				end = len(w) - i
+			}
+			inner := w[i+2 : i+end]
+			if k := strings.IndexAny(inner, ":-=+?"); k >= 0 {
+				runs = append(runs, literalRuns(strings.TrimLeft(inner[k:], ":-=+?"))...)
+			}
+			i += end
+		case c == '$' && i+1 < len(w) && w[i+1] == '(':
 			flush()
 			open, closing := w[i+1], byte('}')
 			if open == '(' {
@@ -267,6 +290,13 @@ func (s SecretArg) values(argv []string, secretName func(string) bool, add func(
 			operands = append(operands, args[i+1:]...)
 			break
 		}
+		if strings.HasPrefix(s.Option, "/") && strings.HasPrefix(w, s.Option) {
+			// A Windows-style option (xfreerdp /p:PASSWORD).
+			if v, ok := s.optionValue(w, args, i); ok {
+				add(s.secretPart(v.text))
+			}
+			continue
+		}
 		if !strings.HasPrefix(w, "-") || w == "-" {
 			operands = append(operands, w)
 			continue
@@ -287,6 +317,8 @@ func (s SecretArg) values(argv []string, secretName func(string) bool, add func(
 	switch {
 	case (s.LastOperandWith != "" && withFlag || s.LastOperand) && len(operands) > 0:
 		add(operands[len(operands)-1])
+	case s.FirstOperand && len(operands) > 0:
+		add(s.secretPart(operands[0]))
 	case s.OperandAfterName:
 		for i := 0; i+1 < len(operands); i++ {
 			if s.namesSecret(operands[i], secretName) {
@@ -306,6 +338,8 @@ func (s SecretArg) optionValue(w string, args []string, i int) (optValue, bool) 
 	o := s.Option
 	long := strings.HasPrefix(o, "--")
 	switch {
+	case (strings.HasSuffix(o, ":") || strings.HasSuffix(o, "=")) && strings.HasPrefix(w, o) && len(w) > len(o):
+		return optValue{text: w[len(o):]}, true // xfreerdp /p:PASSWORD
 	case w == o:
 		if s.Attached || i+1 >= len(args) {
 			return optValue{}, false
@@ -425,4 +459,35 @@ func (t *Tables) TextSecrets(cmd string, secretName func(string) bool) []string 
 		}
 	}
 	return out
+}
+
+// sshValueOptions are ssh's options that take a value.
+const sshValueOptions = "BbcDEeFIiJLlmOoPpQRSWw"
+
+// sshRemoteCommand is the command an ssh leaf runs on the remote host:
+// the words after its options and the host; "" when there are none.
+func sshRemoteCommand(l Leaf) string {
+	if l.Name != "ssh" || len(l.Argv) < 3 {
+		return ""
+	}
+	args := l.Argv[1:]
+	i := 0
+	for i < len(args) {
+		w := args[i]
+		if w == "--" {
+			i++
+			break
+		}
+		if !strings.HasPrefix(w, "-") || w == "-" {
+			break
+		}
+		if last := w[len(w)-1]; len(w) == 2 && strings.IndexByte(sshValueOptions, last) >= 0 {
+			i++ // its value is the next word
+		}
+		i++
+	}
+	if i+1 >= len(args) {
+		return ""
+	}
+	return strings.Join(args[i+1:], " ")
 }

@@ -61,6 +61,12 @@ func TestSecretsFoundInTheParsedCommand(t *testing.T) {
 		{`mysql -uroot --passw=Abbrev8 db`, []string{"Abbrev8"}, nil},
 		{`mysql --password="a"'Quoted9' db`, []string{"Quoted9"}, nil},
 		{`rclone obscure Rclone10`, []string{"Rclone10"}, nil},
+		{`ssh -p 22 host 'mysql -uroot -pRemote11 db'`, []string{"Remote11"}, []string{"22", "host"}},
+		{`ssh host mysql -uroot -pRemote12 db`, []string{"Remote12"}, nil},
+		{`sqlplus -s scott/Sqlplus13@db`, []string{"Sqlplus13@db"}, []string{"scott"}},
+		{`xfreerdp /u:u /p:Rdp14 /v:h`, []string{"Rdp14"}, nil},
+		{`mysql -uroot -p${X:-Default15} db`, []string{"Default15"}, nil},
+		{`busybox ftpget -u u -p Ftp16 h f`, []string{"Ftp16"}, nil},
 		{`P=VarPw7 && curl -u "a:$P" https://x`, []string{"VarPw7"}, nil},
 	} {
 		a, err := tables.Analyze(context.Background(), c.cmd)
@@ -91,6 +97,8 @@ func TestSecretArgumentsValidated(t *testing.T) {
 		{Option: "p"},
 		{Option: "-p", OperandAfterName: true},
 		{LastOperandWith: "--b"},
+		{FirstOperand: true, LastOperand: true},
+		{LastOperand: true, After: "/"},
 		{OperandAfterName: true, After: ":"},
 		{Option: "-p", Names: []string{"x"}},
 	} {
