@@ -20,7 +20,7 @@ import (
 // MaxReceiveBytes at the largest message the server accepts; a stream waits
 // for room (holding nothing: its connection's reader waits, so the caller
 // is pushed back) and is refused RESOURCE_EXHAUSTED after receiveWait. Its
-// room is freed as soon as its request is read.
+// room is freed as soon as its request is read, or its stream ends.
 
 // DefaultMaxReceiveBytes bounds the bytes of requests being received at
 // once, counted at the largest message size: four 1 MB requests.
@@ -66,7 +66,12 @@ func (g *receiveGate) tap(ctx context.Context, _ *tap.Info) (context.Context, er
 			return nil, status.Error(codes.ResourceExhausted, "more requests are being received than the server holds at once (--max-receive-bytes); try again")
 		}
 	}
-	return context.WithValue(ctx, slotKey{}, &slot{g: g}), nil
+	sl := &slot{g: g}
+	// Freed when the request is read or the RPC ends, and in any case when
+	// the stream is closed: a stream the client abandons before the server
+	// handles it reports neither, and its room would be held for ever.
+	context.AfterFunc(ctx, sl.free)
+	return context.WithValue(ctx, slotKey{}, sl), nil
 }
 
 // stats frees a stream's room once its request is read, or it ends.
